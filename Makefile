@@ -1,0 +1,39 @@
+# dphpe: two entry points do everything on a fresh machine (Python 3.11):
+#   make study   -> create .venv, install the pinned set, run the embedded study (quick preset)
+#   make test    -> create .venv, install the pinned set, run nbdev_test over nbs/ and pytest over tests/
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+PRESET ?= quick
+STAMP   = $(VENV)/.dphpe-installed
+
+.PHONY: setup study test test-slow export docs-check clean-docs
+
+$(STAMP): settings.ini setup.py constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --constraint constraints.txt --editable ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+study: setup
+	$(BIN)/dphpe study --preset $(PRESET)
+
+test: setup
+	$(BIN)/nbdev_test --n_workers 2 --timing
+	$(BIN)/python -m pytest -q tests
+
+test-slow: setup
+	$(BIN)/nbdev_test --n_workers 2 --flags slow --timing
+
+export: setup
+	$(BIN)/nbdev_export
+
+# Docs: Quarto cannot be installed on the development machines; this checks the processing step nbdev
+# runs before Quarto (the GitHub Actions workflow builds and publishes the site where Quarto exists).
+docs-check: setup
+	$(BIN)/python -c "from nbdev.quarto import refresh_quarto_yml, nbdev_sidebar; from nbdev.serve import proc_nbs; import nbdev.doclinks as d; refresh_quarto_yml(); d._build_modidx(); nbdev_sidebar.__wrapped__(); proc_nbs(force=True)"
+	test -f _proc/_quarto.yml && test -f _proc/index.ipynb && echo "docs processing OK: $$(ls _proc/*.ipynb | wc -l) notebooks in _proc/"
+
+clean-docs:
+	rm -rf _proc _docs
