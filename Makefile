@@ -7,7 +7,7 @@ BIN     = $(VENV)/bin
 PRESET ?= quick
 STAMP   = $(VENV)/.dphpe-installed
 
-.PHONY: setup study test test-slow export docs-check clean-docs
+.PHONY: setup study test test-slow export docs-check clean-docs readme outputs
 
 $(STAMP): settings.ini setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,3 +37,12 @@ docs-check: setup
 
 clean-docs:
 	rm -rf _proc _docs
+
+# README.md is rendered from nbs/index.ipynb (nbdev_readme does the same through Quarto where it exists).
+readme: setup
+	$(BIN)/python -c "import json; nb=json.load(open('nbs/index.ipynb')); open('README.md','w').write('\n\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type']=='markdown')+'\n')"
+
+# Execute every notebook in place so the committed notebooks (and the docs site) show their outputs.
+outputs: setup
+	for nb in nbs/[0-9]*.ipynb nbs/index.ipynb; do $(BIN)/papermill --cwd nbs -k python3 --no-progress-bar "$$nb" "$$nb" || exit 1; done
+	$(BIN)/nbdev_clean
