@@ -55,12 +55,12 @@ def protocol_check(root:Path, # a synthetic dataset root from `make_synth`
     "PCKh groups of the ground truth against itself and of the mean-pose baseline on the synthetic validation split."
     from dphpe.data import load_mpii
     from dphpe.metrics import evaluate_pckh, load_gt_mat
-    gt = root/'mpii'/'annot'/'gt_valid.mat'
+    gt = load_gt_mat(root/'mpii'/'annot'/'gt_valid.mat')  # read once, scored twice
     train, valid = load_mpii(root/'mpii', 'train'), load_mpii(root/'mpii', 'valid')
     rel = lambda p: (p.joints - p.center) / p.scale[1]
     mean_pose = np.mean([rel(p) for p in train], axis=0)
     baseline = np.stack([p.center + mean_pose * p.scale[1] for p in valid]) + 1  # 1-based, as HRNet writes preds
-    return {'ground truth': evaluate_pckh(load_gt_mat(gt)['pos_gt_src'].transpose(2,0,1), gt),
+    return {'ground truth': evaluate_pckh(gt['pos_gt_src'].transpose(2,0,1), gt),
             'mean-pose baseline': evaluate_pckh(baseline, gt)}
 
 # %% ../nbs/90_cli.ipynb #8db8b623
