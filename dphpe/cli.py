@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['run_cli', 'synth_data', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'parser', 'main']
+__all__ = ['run_cli', 'synth_data', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'data_root', 'train_config',
+           'cmd_pretrain', 'cmd_baselines', 'cmd_noise', 'cmd_bench', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -73,6 +74,79 @@ def cmd_study(args):
         print(f"  {name:<20}" + ' '.join(f"{k} {float(v):6.2f}" for k,v in res.items()))
     return 0
 
+# %% ../nbs/90_cli.ipynb #94b012ae
+def data_root(args)->Path:
+    "The dataset root of a run: `args.data` if given, else the synthetic data of `args.preset`."
+    if args.data:
+        if not Path(args.data).is_dir():
+            raise FileNotFoundError(f"--data {args.data} is not a folder; give the folder holding coco/ and mpii/ (see the data notebook).")
+        return Path(args.data)
+    if args.preset == 'real':
+        raise ValueError("The 'real' preset needs --data: a folder with coco/ and mpii/ in the layout of the data notebook. "
+                         "Nothing is downloaded; fetch MPII and COCO yourself.")
+    return synth_data(argparse.Namespace(preset=args.preset, root=None, seed=0, workers=None, force=False, json=False))
+
+def train_config(args):
+    "The `TrainConfig` of `args.preset` with the command line's overrides."
+    from dataclasses import replace
+    from dphpe.pretrain import TRAIN_PRESETS
+    if args.preset not in TRAIN_PRESETS: raise ValueError(f"Unknown preset {args.preset!r}; choose one of {sorted(TRAIN_PRESETS)}.")
+    over = {k: getattr(args, k) for k in ('epochs', 'pretrain_epochs', 'seed', 'workers') if getattr(args, k, None) is not None}
+    if any(v <= 0 for k, v in over.items() if k != 'seed' and k != 'workers'): raise ValueError(f"Epoch counts must be positive, got {over}.")
+    return replace(TRAIN_PRESETS[args.preset], **over)
+
+def cmd_pretrain(args):
+    "`dphpe pretrain`: build or find the public (COCO) pretrained checkpoint of a preset."
+    import torch
+    from dphpe.pretrain import public_pretraining
+    cfg, root = train_config(args), data_root(args)  # settings are checked before any data is made
+    path = public_pretraining(root, cfg, args.cache, args.force)
+    ck = torch.load(path, weights_only=False)
+    print(f"pretrained checkpoint: {path}\n  {len(ck['history'])} epochs on {ck['persons']:,} COCO-format persons "
+          f"in {sum(ck['epoch_seconds'])/60:.1f} min; final {ck['names'][-1]} {ck['history'][-1][-1]:.2f}")
+    return 0
+
+def cmd_baselines(args):
+    "`dphpe baselines`: pretrain (cached), then the six non-private baselines of paper Table 1."
+    from dphpe.pretrain import table1
+    cfg, root = train_config(args), data_root(args)  # settings are checked before any data is made
+    runs = Path(args.runs)/f"table1-{args.preset}"
+    md, res = table1(root, cfg, runs)
+    (runs/'table1.md').write_text(md + '\n')
+    print(f"Table 1 layout ({'synthetic data' if not args.data else args.data}; measured):\n{md}\nresults in {runs}")
+    return 0
+
+# %% ../nbs/90_cli.ipynb #439a4aeb
+def cmd_noise(args):
+    "`dphpe noise`: σ for a target (ε, δ) at rate q over `epochs` (1/q steps each), and the ε it achieves."
+    from dphpe.privacy import PrivacyPlan
+    if not args.epochs > 0: raise ValueError(f"--epochs must be positive, got {args.epochs}.")
+    if not 0 < args.sample_rate <= 1: raise ValueError(f"--sample-rate must lie in (0, 1], got {args.sample_rate}.")
+    plan = PrivacyPlan.calibrate(args.epsilon, args.delta, args.sample_rate, max(1, round(args.epochs / args.sample_rate)), args.accountant)
+    rec = plan.record()
+    if args.json: print(json.dumps(rec)); return 0
+    print(f"sigma {rec['sigma']:.4f} (accountant {rec['accountant']}) for epsilon {rec['epsilon']} at delta {rec['delta']}, "
+          f"q {rec['sample_rate']}, {rec['steps']} steps; achieves epsilon {rec['epsilon_rdp']:.4f} (RDP), {rec['epsilon_prv']:.4f} (PRV)")
+    return 0
+
+# %% ../nbs/90_cli.ipynb #0157d423
+def cmd_bench(args):
+    "`dphpe bench`: step time and memory of each private method relative to the non-private step."
+    from dphpe.methods import method_costs, METHODS
+    configs = {'embedded': dict(backbone='tinyvit_embedded', input_size=(128, 96))}
+    if not args.quick: configs['real'] = dict(backbone='tinyvit_5m', input_size=(256, 192))
+    res = {name: method_costs(**cfg, bs=args.bs, repeats=args.repeats) for name, cfg in configs.items()}
+    if args.json:
+        short = lambda r: {**{m: {'time_ratio': round(r[m]['time_ratio'], 3), 'mem_ratio': round(r[m]['mem_ratio'], 3)} for m in METHODS},
+                           'projection_refresh_fraction': round(r['projection_refresh_fraction'], 4)}
+        print(json.dumps(short(res['embedded']) if args.quick else {n: short(r) for n, r in res.items()})); return 0
+    for name, r in res.items():
+        print(f"{name} model ({configs[name]['backbone']}, {configs[name]['input_size'][0]}x{configs[name]['input_size'][1]}, batch {args.bs}, "
+              f"finetune): non-private step {r['nonprivate']['seconds']:.3f} s, {r['nonprivate']['peak_extra_mb']:.0f} MB")
+        for m in METHODS: print(f"  {m:<20}time x{r[m]['time_ratio']:.2f}   memory x{r[m]['mem_ratio']:.2f}")
+        print(f"  projection refresh: {100 * r['projection_refresh_fraction']:.1f}% of the step time it serves (every 50 steps)")
+    return 0
+
 # %% ../nbs/90_cli.ipynb #15caf77c
 def parser()->argparse.ArgumentParser:
     "The `dphpe` argument parser with all subcommands."
@@ -91,6 +165,27 @@ def parser()->argparse.ArgumentParser:
     st = sub.add_parser('study', help='run the embedded study')
     st.add_argument('--preset', default='quick'); st.add_argument('--seed', type=int, default=0)
     st.add_argument('--workers', type=int, default=None); st.add_argument('--force', action='store_true'); st.set_defaults(func=cmd_study)
+    nz = sub.add_parser('noise', help='noise multiplier for a target (epsilon, delta)')
+    nz.add_argument('--epsilon', type=float, required=True); nz.add_argument('--delta', type=float, default=4e-5)
+    nz.add_argument('--sample-rate', dest='sample_rate', type=float, required=True, help='Poisson rate q = B / |S_priv|')
+    nz.add_argument('--epochs', type=float, required=True); nz.add_argument('--accountant', choices=('rdp', 'prv'), default='rdp')
+    nz.add_argument('--json', action='store_true'); nz.set_defaults(func=cmd_noise)
+    b = sub.add_parser('bench', help='cost of each private method relative to the non-private step')
+    b.add_argument('--quick', action='store_true', help='embedded model only'); b.add_argument('--json', action='store_true')
+    b.add_argument('--bs', type=int, default=32); b.add_argument('--repeats', type=int, default=3); b.set_defaults(func=cmd_bench)
+    for name, func, hlp in (('pretrain', cmd_pretrain, 'public (COCO) pretraining, cached'),
+                            ('baselines', cmd_baselines, 'the six non-private baselines of paper Table 1')):
+        c = sub.add_parser(name, help=hlp)
+        c.add_argument('--preset', default='quick', help='tiny, quick, full (synthetic data) or real (needs --data)')
+        c.add_argument('--data', default=None, help='folder holding coco/ and mpii/ (default: the preset\'s synthetic data)')
+        c.add_argument('--epochs', type=int, default=None, help='private-set epochs (default: the preset\'s)')
+        c.add_argument('--pretrain-epochs', dest='pretrain_epochs', type=int, default=None, help='public-set epochs')
+        c.add_argument('--seed', type=int, default=None); c.add_argument('--workers', type=int, default=None)
+        if name == 'pretrain':
+            c.add_argument('--cache', default=None, help='artefact folder (default: ~/.cache/dphpe/pretrain or $DPHPE_CACHE)')
+            c.add_argument('--force', action='store_true', help='retrain even if cached')
+        else: c.add_argument('--runs', default='runs', help='folder for checkpoints and results')
+        c.set_defaults(func=func)
     return p
 
 # %% ../nbs/90_cli.ipynb #83ae94c6

@@ -11,6 +11,9 @@ from timm.models.tiny_vit import TinyVit
 __all__ = ['BACKBONES', 'STRATEGIES', 'dp_ready', 'SimCCHead', 'imagenet_tinyvit', 'PoseModel', 'pose_model', 'simcc_targets',
            'simcc_loss', 'decode', 'set_strategy', 'trainable_count', 'per_sample_grads']
 
+# %% ../nbs/05_model.ipynb #5126f25b
+from torch.func import functional_call, vmap, grad, grad_and_value
+
 # %% ../nbs/05_model.ipynb #a0691e92
 BACKBONES = {
     'tinyvit_5m': dict(embed_dims=(64,128,160,320), depths=(2,2,6,2), num_heads=(2,4,5,10), window_sizes=(7,7,14,7)),
@@ -133,11 +136,16 @@ def per_sample_grads(model:PoseModel, # the pose model, in train mode
                      images:torch.Tensor, # (B, 3, H, W)
                      targets:tuple, # (x, y) target distributions, each (B, J, bins)
                      visible:torch.Tensor, # (B, J)
-                    )->dict:
-    "{name: (B, *shape)} gradients of each sample's loss for every trainable parameter (torch.func)."
+                     with_loss:bool=False, # also return each sample's loss
+                    ):
+    "{name: (B, *shape)} gradients of each sample's loss for every trainable parameter (torch.func); (grads, losses) `with_loss`."
     train = {n: p.detach() for n,p in model.named_parameters() if p.requires_grad}
     fixed = {n: p.detach() for n,p in model.named_parameters() if not p.requires_grad} | dict(model.named_buffers())
     def loss(params, x, tx, ty, v):
         out = functional_call(model, (params, fixed), (x[None],))
         return simcc_loss(out, (tx[None], ty[None]), v[None])
-    return vmap(grad(loss), in_dims=(None, 0, 0, 0, 0))(train, images, *targets, visible)
+    if len(images) == 0:  # an empty Poisson batch: no sample, no gradient
+        g = {n: p.new_zeros((0, *p.shape)) for n, p in train.items()}
+        return (g, images.new_zeros(0)) if with_loss else g
+    g, l = vmap(grad_and_value(loss), in_dims=(None, 0, 0, 0, 0))(train, images, *targets, visible)
+    return (g, l) if with_loss else g

@@ -10,19 +10,25 @@ from fastai.learner import Learner, Metric
 from fastai.data.core import DataLoaders
 from fastai.callback.core import Callback
 from fastai.optimizer import OptimWrapper
-from fastai.callback.schedule import fit_one_cycle  # noqa: F401 (patches Learner.fit_one_cycle)
+from fastai.callback.schedule import ParamScheduler, SchedNo, combine_scheds, combined_cos
+import os, time
+from pathlib import Path
 from .data import PoseDataset, to_image_coords
-from .metrics import pckh_groups
+from .metrics import pckh_groups, pck
 from .model import PoseModel, simcc_targets, simcc_loss, decode
 
 # %% auto #0
-__all__ = ['pose_batch', 'pose_dataloaders', 'SimCCLoss', 'PCKh', 'pose_learner', 'TrainOnPublicView']
+__all__ = ['POSE_BATCH', 'SCHEDULES', 'pose_batch', 'pose_dataloaders', 'SimCCLoss', 'image_coords', 'PCKh', 'BoxPCK',
+           'pose_learner', 'TrainOnPublicView', 'predict', 'step_schedule', 'one_cycle_schedule', 'SeedEpochs',
+           'save_atomic', 'Checkpoint', 'restore', 'fit_pose']
 
 # %% ../nbs/06_train.ipynb #7e4b6288
+POSE_BATCH = ('image', 'joints', 'visible', 'index', 'mask')
+
 def pose_batch(samples:list)->tuple:
-    "Collate `PoseDataset` samples into (images, joints, visible, index)."
+    "Collate `PoseDataset` samples into (images, joints, visible, index, mask)."
     b = default_collate(samples)
-    return b['image'], b['joints'], b['visible'], b['index']
+    return tuple(b[k] for k in POSE_BATCH)
 
 def pose_dataloaders(train:PoseDataset, # training crops
                      valid:PoseDataset, # validation crops (never augmented)
@@ -45,6 +51,13 @@ class SimCCLoss:
         return simcc_loss(pred, simcc_targets(joints, self.input_size, self.k, self.sigma), visible, reduction=reduction)
 
 # %% ../nbs/06_train.ipynb #c15402b3
+def image_coords(pred:np.ndarray, # (N, J, 2) decoded crop coordinates
+                 persons:list, # the N `Person`s the crops were cut from, in order
+                 input_size:tuple, # (H, W) of the crops
+                )->np.ndarray:
+    "Map decoded crop predictions back to each person's original image."
+    return to_image_coords(pred, np.stack([p.center for p in persons]), np.stack([p.scale for p in persons]), input_size)
+
 class PCKh(Metric):
     "Validation MPII PCKh group `key` ('Mean', 'Mean@0.1', 'Head', …) in original image coordinates."
     def __init__(self, persons:list, input_size:tuple, k:int=2, key:str='Mean'):
@@ -52,27 +65,45 @@ class PCKh(Metric):
     def reset(self): self.preds, self.idx = [], []
     def accumulate(self, learn):
         self.preds.append(decode(learn.pred, self.k).cpu().numpy()); self.idx.append(learn.yb[2].cpu().numpy())
+    def gathered(self)->tuple:
+        "(predictions in image coordinates, their persons) of the epoch so far."
+        ps = [self.persons[i] for i in np.concatenate(self.idx)]
+        return image_coords(np.concatenate(self.preds), ps, self.input_size), ps
     @property
     def value(self):
-        ps = [self.persons[i] for i in np.concatenate(self.idx)]
-        pred = to_image_coords(np.concatenate(self.preds), np.stack([p.center for p in ps]), np.stack([p.scale for p in ps]), self.input_size)
+        pred, ps = self.gathered()
         gt, vis, hb = (np.stack([getattr(p, a) for p in ps]) for a in ('joints', 'visible', 'headbox'))
         return pckh_groups(pred, gt, vis, hb)[self.key]
     @property
     def name(self): return f"PCKh {self.key}" if self.key != 'Mean' else 'PCKh@0.5'
+
+class BoxPCK(PCKh):
+    "Validation PCK@`thr` normalised by the longer side of each person's box (for COCO-style sets: no head boxes)."
+    def __init__(self, persons:list, input_size:tuple, k:int=2, thr:float=0.1):
+        super().__init__(persons, input_size, k); self.thr = thr
+    @property
+    def value(self):
+        pred, ps = self.gathered()
+        gt, vis = np.stack([p.joints for p in ps]), np.stack([p.visible for p in ps])
+        ok, _ = pck(pred, gt, vis, np.array([max(p.bbox[2:]) for p in ps]), self.thr)
+        return 100 * ok[vis > 0].mean()
+    @property
+    def name(self): return f"PCK@{self.thr} box"
 
 # %% ../nbs/06_train.ipynb #354093d7
 def pose_learner(model:PoseModel, # the pose model (strategy already set)
                  dls:DataLoaders, # from `pose_dataloaders`
                  lr:float=1e-3, # learning rate
                  wd:float=1e-4, # AdamW weight decay
+                 opt_func=None, # fastai optimizer factory (default: AdamW with `wd`; the private methods pass theirs)
                  **kwargs, # passed to `Learner` (e.g. `cbs`, `path`)
                 )->Learner:
-    "A fastai `Learner` training `model` non-privately with AdamW and PCKh metrics."
+    "A fastai `Learner` training `model` with AdamW (or `opt_func`); PCKh metrics (MPII) or box PCK (COCO-style)."
     size, k, persons = dls.valid.dataset.input_size, model.head.k, dls.valid.dataset.persons
-    opt = lambda params, lr: OptimWrapper(params, torch.optim.AdamW, lr=lr, weight_decay=wd)
-    return Learner(dls, model, loss_func=SimCCLoss(size, k), opt_func=opt, lr=lr,
-                   metrics=[PCKh(persons, size, k), PCKh(persons, size, k, 'Mean@0.1')], **kwargs)
+    opt = opt_func or (lambda params, lr: OptimWrapper(params, torch.optim.AdamW, lr=lr, weight_decay=wd))
+    metrics = ([PCKh(persons, size, k), PCKh(persons, size, k, 'Mean@0.1')] if persons[0].headbox is not None else
+               [BoxPCK(persons, size, k)])
+    return Learner(dls, model, loss_func=SimCCLoss(size, k), opt_func=opt, lr=lr, metrics=metrics, **kwargs)
 
 # %% ../nbs/06_train.ipynb #0dd0df5e
 class TrainOnPublicView(Callback):
@@ -80,4 +111,107 @@ class TrainOnPublicView(Callback):
     order = 5
     def __init__(self, view): self.view = view
     def before_batch(self):
-        if self.training: self.learn.xb = (self.view({'image': self.xb[0]}),)
+        if self.training: self.learn.xb = (self.view({'image': self.xb[0], 'mask': self.yb[3]}),)
+
+# %% ../nbs/06_train.ipynb #ba484d2a
+@torch.no_grad()
+def predict(model:PoseModel, # trained pose model
+            ds:PoseDataset, # crops to predict (not augmented)
+            bs:int=64, # batch size
+           )->np.ndarray:
+    "(N, J, 2) predicted joints of every person of `ds`, in original image coordinates."
+    model.eval()
+    dl = DataLoader(ds, bs, shuffle=False, collate_fn=pose_batch)
+    pred = np.concatenate([decode(model(xb), model.head.k).numpy() for xb, *_ in dl])
+    return image_coords(pred, ds.persons, ds.input_size)
+
+# %% ../nbs/06_train.ipynb #9638fe1d
+def step_schedule(lr:float=1e-3, # learning rate before the drop
+                  drop_at:float=0.8, # fraction of training after which the rate drops
+                  factor:float=0.1, # multiplier at the drop
+                 )->dict:
+    "The authors' schedule: `lr`, then `lr`·`factor` from `drop_at` of training on."
+    return {'lr': combine_scheds([drop_at, 1 - drop_at], [SchedNo(lr, lr), SchedNo(lr * factor, lr * factor)])}
+
+def one_cycle_schedule(lr:float=1e-3, # peak learning rate
+                       pct_start:float=0.25, # fraction of training spent warming up
+                      )->dict:
+    "fastai's one-cycle: cosine warm-up to `lr` and annealing, momentum (AdamW β1) the other way."
+    return {'lr': combined_cos(pct_start, lr / 25, lr, lr / 1e5), 'mom': combined_cos(pct_start, 0.95, 0.85, 0.95)}
+
+SCHEDULES = {'step': step_schedule, 'one_cycle': one_cycle_schedule}
+
+# %% ../nbs/06_train.ipynb #a2cb7346
+class SeedEpochs(Callback):
+    "Make each epoch's shuffling and augmentation depend on (`seed`, epoch) only, so a resumed run repeats it."
+    order = -10
+    def __init__(self, seed:int=42): self.seed = seed
+    def before_epoch(self):
+        dl = self.dls.train  # shuffled loaders carry the generator; Poisson loaders' batch sampler does
+        (dl.generator or dl.batch_sampler.generator).manual_seed(self.seed * 100_003 + self.epoch)
+        if hasattr(self.dls.train.dataset, 'set_epoch'): self.dls.train.dataset.set_epoch(self.epoch)
+        torch.manual_seed(self.seed * 100_003 + self.epoch)
+
+# %% ../nbs/06_train.ipynb #2b67415e
+def save_atomic(obj, path:Path):
+    "`torch.save` to a temporary file, then rename: the file at `path` is always complete."
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + '.tmp')
+    torch.save(obj, tmp); os.replace(tmp, path)
+
+class Checkpoint(Callback):
+    "Save model, optimizer, next epoch, metric history, epoch times and smoothed loss to `fname` after every epoch."
+    order = 65  # after the Recorder has the epoch's metrics
+    def __init__(self, fname:Path, meta:dict=None, resumed:dict=None):
+        self.fname, self.meta, self.resumed = Path(fname), meta or {}, resumed or {}
+    def before_fit(self):
+        self.history, self.start = list(self.resumed.get('history', [])), self.resumed.get('epoch', 0)
+        self.seconds = list(self.resumed.get('seconds', []))
+        sl = self.recorder.smooth_loss  # the train_loss fastai reports is smoothed across epochs: carry it over
+        if 'smooth_loss' in self.resumed: sl.count, sl.val = self.resumed['smooth_loss']
+    def before_epoch(self): self.t0 = time.time()
+    def after_epoch(self):
+        if self.epoch < self.start: return  # an epoch a resumed run skips
+        self.history.append([float(v) for v in self.learn.final_record]); self.seconds.append(time.time() - self.t0)
+        sl = self.recorder.smooth_loss
+        save_atomic({'model': self.learn.model.state_dict(), 'opt': self.learn.opt.state_dict(), 'epoch': self.epoch + 1,
+                     'n_epoch': self.n_epoch, 'history': self.history, 'names': list(self.recorder.metric_names[1:-1]),
+                     'smooth_loss': (sl.count, sl.val), 'seconds': self.seconds, 'meta': self.meta}, self.fname)
+    def after_fit(self): self.recorder.values = [list(v) for v in self.history]
+
+# %% ../nbs/06_train.ipynb #49916a4e
+def restore(learn:Learner, # the learner to load into
+            fname:Path, # a `Checkpoint` file
+            epochs:int, # the epochs the resumed run trains in total
+            meta:dict=None, # the resumed run's description; must equal the checkpoint's
+           )->tuple:
+    "Load model and optimizer state from `fname` into `learn`; return the checkpoint."
+    ck = torch.load(fname, map_location='cpu', weights_only=False)
+    if ck['n_epoch'] != epochs or ck['meta'] != (meta or {}):
+        raise ValueError(f"Checkpoint {fname} belongs to another run ({ck['n_epoch']} epochs, {ck['meta']}), not this one "
+                         f"({epochs} epochs, {meta or {}}). Delete it, or pass resume=False to start over.")
+    learn.model.load_state_dict(ck['model'])
+    learn.create_opt(); learn.opt.load_state_dict(ck['opt'])
+    return ck
+
+def fit_pose(learn:Learner, # from `pose_learner`
+             epochs:int, # epochs in total (including any already in the checkpoint)
+             lr:float=1e-3, # (peak) learning rate
+             schedule:str='step', # a key of `SCHEDULES`
+             seed:int=42, # seed of each epoch's shuffling and augmentation
+             checkpoint:Path=None, # checkpoint file written every epoch (None: no checkpoints)
+             resume:bool=True, # continue from `checkpoint` if it exists
+             meta:dict=None, # description of the run stored in (and checked against) the checkpoint
+            )->Learner:
+    "Train `learn` for `epochs` with `schedule`, checkpointing every epoch and resuming from `checkpoint`."
+    if schedule not in SCHEDULES: raise ValueError(f"Unknown schedule {schedule!r}; choose one of {sorted(SCHEDULES)}.")
+    ck = {}
+    if checkpoint is not None and resume and Path(checkpoint).exists():
+        ck = restore(learn, checkpoint, epochs, meta)
+        print(f"Resuming from {checkpoint}: {ck['epoch']} of {epochs} epochs done.")
+    start = ck.get('epoch', 0)
+    if start >= epochs: learn.recorder.values = [list(v) for v in ck['history']]; return learn
+    cbs = [SeedEpochs(seed), ParamScheduler(SCHEDULES[schedule](lr))]
+    if checkpoint is not None: cbs.append(Checkpoint(checkpoint, meta, ck))
+    learn.fit(epochs, lr, cbs=cbs, start_epoch=start)
+    return learn
