@@ -20,7 +20,7 @@ from fastai.optimizer import OptimWrapper
 from functools import partial
 
 # %% auto #0
-__all__ = ['METHODS', 'PublicSubspace', 'flat', 'unflat', 'PoseDPOptimizer', 'poisson_loader', 'private_gradients',
+__all__ = ['METHODS', 'OPTIMIZERS', 'PublicSubspace', 'flat', 'unflat', 'PoseDPOptimizer', 'poisson_loader', 'private_gradients',
            'private_update', 'public_gradients', 'PrivateStep', 'private_learner', 'method_costs']
 
 # %% ../nbs/09_methods.ipynb #8e5003f3
@@ -85,13 +85,13 @@ def private_gradients(model:PoseModel, # model in train mode
                       x:torch.Tensor, # (B, 3, H, W) private crops
                       targets:tuple, # SimCC targets of the batch
                       visible:torch.Tensor, # (B, J)
-                      public_x:torch.Tensor=None, # ψ(x), the public view of the same crops, or None
+                      public:tuple=None, # (ψ images, targets, visible) of the public pass, or None
                      )->tuple:
     "(per-sample gradients {name: (B, …)}, per-sample losses, plain public gradient list or None) of one batch."
     grads, losses = per_sample_grads(model, x, targets, visible, with_loss=True)
     pub = None
-    if public_x is not None and len(x):
-        pub = torch.autograd.grad(simcc_loss(model(public_x), targets, visible), [p for p in model.parameters() if p.requires_grad])
+    if public is not None and len(public[0]):
+        pub = torch.autograd.grad(simcc_loss(model(public[0]), public[1], public[2]), [p for p in model.parameters() if p.requires_grad])
     return grads, losses, pub
 
 def private_update(dp:PoseDPOptimizer, # the optimizer over the model's trainable parameters
@@ -123,12 +123,15 @@ class PrivateStep(Callback):
     def __init__(self, plan:PrivacyPlan, # σ, q and the steps the budget covers
                  steps_per_epoch:int, # Poisson steps in one epoch (1/q)
                  view=None, # public view ψ for the public gradient (feature methods), or None
-                 public=None, # `PoseDataset` of S_pub for the subspace (projection methods), or None
+                 public=None, # `PoseDataset` of S_pub (subspace; independent public batches), or None
                  refresh:int=50, # steps between subspace refreshes
                  seed:int=42, # seed of the noise (reseeded per epoch so a resumed run repeats it)
                  sigma_bins:float=3., # SimCC target width
+                 public_batch:str='same', # g_pub on ψ of the same Poisson batch (paper Figure 1) or of an 'independent' S_pub batch
                 ):
+        if public_batch not in ('same', 'independent'): raise ValueError(f"public_batch must be 'same' or 'independent', got {public_batch!r}.")
         self.plan, self.spe, self.view, self.public, self.refresh, self.seed, self.sigma_bins = plan, steps_per_epoch, view, public, refresh, seed, sigma_bins
+        self.public_batch = public_batch
     @property
     def dp(self)->PoseDPOptimizer: return self.learn.opt.opt
     def before_fit(self):
@@ -139,10 +142,18 @@ class PrivateStep(Callback):
         self.steps = self.epoch * self.spe  # every epoch is exactly 1/q steps: a resumed run knows what it spent
         self.dp.generator.manual_seed(self.seed * 100_003 + self.epoch + 7)
     def targets(self, joints): return simcc_targets(joints, self.dls.valid.dataset.input_size, self.model.head.k, self.sigma_bins)
+    def public_pass(self, x, t, visible, mask)->tuple:
+        "(ψ images, targets, visible) of this step's public pass: the same batch, or B persons drawn from S_pub."
+        if self.view is None: return None
+        if self.public_batch == 'same': return self.view({'image': x, 'mask': mask}), t, visible
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.steps)  # a function of the step: resumes identically
+        idx = torch.randint(len(self.public), (self.dp.expected_batch_size,), generator=g).tolist()
+        px, pj, pv, _, pm = pose_batch([self.public[i] for i in idx])
+        return self.view({'image': px, 'mask': pm}), self.targets(pj), pv
     def gradients(self, x, joints, visible, mask)->tuple:
         "(per-sample gradients {name: (B, …)}, per-sample losses, public gradient list or None) of one batch."
-        return private_gradients(self.model, x, self.targets(joints), visible,
-                                 None if self.view is None else self.view({'image': x, 'mask': mask}))
+        t = self.targets(joints)
+        return private_gradients(self.model, x, t, visible, self.public_pass(x, t, visible, mask))
     def refit(self):
         "Refit the subspace to per-sample gradients of S_pub at the current weights."
         self.dp.subspace.fit(public_gradients(self.model, self.public, self.sigma_bins))
@@ -166,6 +177,8 @@ METHODS = {
     'maskdp':             dict(project=False, view='mask', public_weight=1.),
 }
 
+OPTIMIZERS = {'adamw': torch.optim.AdamW, 'sgd': partial(torch.optim.SGD, momentum=0.9)}
+
 def private_learner(model:PoseModel, # model with its strategy set
                     private:PoseDataset, # S_priv crops (not augmented)
                     valid:PoseDataset, # validation crops
@@ -182,6 +195,8 @@ def private_learner(model:PoseModel, # model with its strategy set
                     refresh:int=50, # steps between subspace refreshes
                     public_weight:float=None, # λ (default: the method's)
                     accountant:str='rdp', # accountant calibrating σ ('rdp' or 'prv')
+                    public_batch:str='same', # feature methods: ψ of the 'same' Poisson batch, or an 'independent' S_pub batch
+                    optimizer:str='adamw', # 'adamw' (the authors') or 'sgd' (momentum 0.9) on the privatised gradient
                     seed:int=42, # seed of sampling and noise
                     workers:int=0, # DataLoader worker processes
                    ):
@@ -189,6 +204,9 @@ def private_learner(model:PoseModel, # model with its strategy set
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; choose one of {sorted(METHODS)} (or train non-privately).")
     if not C > 0: raise ValueError(f"The clipping norm C must be positive, got {C!r} (the paper uses 1, 0.1, 0.01).")
     spec = METHODS[method]
+    if optimizer not in OPTIMIZERS: raise ValueError(f"Unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}.")
+    if public_batch == 'independent' and spec['view'] and not public:
+        raise ValueError("public_batch='independent' draws the public batch from S_pub: pass `public`.")
     if spec['project'] and (public is None or len(public) < k):
         raise ValueError(f"Method {method!r} needs S_pub with at least k={k} persons, got {0 if public is None else len(public)}; "
                          "pass `public` (see `make_splits`) or lower k.")
@@ -197,13 +215,13 @@ def private_learner(model:PoseModel, # model with its strategy set
     plan = PrivacyPlan.calibrate(epsilon, delta, q, epochs * len(train_dl), accountant)
     sub, lam = (PublicSubspace(k) if spec['project'] else None), (spec['public_weight'] if public_weight is None else public_weight)
     def opt_func(params, lr):
-        return OptimWrapper(opt=PoseDPOptimizer(torch.optim.AdamW(params, lr=lr, weight_decay=wd), noise_multiplier=plan.sigma,
+        return OptimWrapper(opt=PoseDPOptimizer(OPTIMIZERS[optimizer](params, lr=lr, weight_decay=wd), noise_multiplier=plan.sigma,
                             max_grad_norm=C, expected_batch_size=bs, subspace=sub, public_weight=lam,
                             generator=torch.Generator().manual_seed(seed)))
     dls = DataLoaders(train_dl, DataLoader(valid, 2 * bs, collate_fn=pose_batch, num_workers=workers))
     dls.n_inp = 1
     view = public_view(spec['view'], valid.input_size) if spec['view'] else None
-    step = PrivateStep(plan, len(train_dl), view, public if spec['project'] else None, refresh, seed)
+    step = PrivateStep(plan, len(train_dl), view, public, refresh, seed, public_batch=public_batch)
     learn = pose_learner(model, dls, lr, wd, opt_func=opt_func, cbs=[step])
     learn.privacy = plan.record(0)
     return learn
@@ -227,7 +245,7 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
                              subspace=PublicSubspace(k).fit(torch.randn(m, sum(p.numel() for p in params))) if spec['project'] else None)
         view = public_view(spec['view'], input_size) if spec['view'] else None
         mask = torch.randint(0, 4, (bs, H, W), dtype=torch.uint8)
-        def step(): private_update(dp, *private_gradients(model, x, t, v, view({'image': x, 'mask': mask}) if view else None))
+        def step(): private_update(dp, *private_gradients(model, x, t, v, (view({'image': x, 'mask': mask}), t, v) if view else None))
     step()  # warm-up
     ts = []
     for _ in range(repeats): s = time.perf_counter(); step(); ts.append(time.perf_counter() - s)
