@@ -92,7 +92,7 @@ def train_config(args):
     from dphpe.pretrain import TRAIN_PRESETS
     if args.preset not in TRAIN_PRESETS: raise ValueError(f"Unknown preset {args.preset!r}; choose one of {sorted(TRAIN_PRESETS)}.")
     over = {k: getattr(args, k) for k in ('epochs', 'pretrain_epochs', 'seed', 'workers') if getattr(args, k, None) is not None}
-    if any(v <= 0 for k, v in over.items() if k != 'seed' and k != 'workers'): raise ValueError(f"Epoch counts must be positive, got {over}.")
+    if any(over.get(k, 1) <= 0 for k in ('epochs', 'pretrain_epochs')): raise ValueError(f"Epoch counts must be positive, got {over}.")
     return replace(TRAIN_PRESETS[args.preset], **over)
 
 def cmd_pretrain(args):
@@ -121,7 +121,6 @@ def cmd_noise(args):
     "`dphpe noise`: σ for a target (ε, δ) at rate q over `epochs` (1/q steps each), and the ε it achieves."
     from dphpe.privacy import PrivacyPlan
     if not args.epochs > 0: raise ValueError(f"--epochs must be positive, got {args.epochs}.")
-    if not 0 < args.sample_rate <= 1: raise ValueError(f"--sample-rate must lie in (0, 1], got {args.sample_rate}.")
     plan = PrivacyPlan.calibrate(args.epsilon, args.delta, args.sample_rate, max(1, round(args.epochs / args.sample_rate)), args.accountant)
     rec = plan.record()
     if args.json: print(json.dumps(rec)); return 0

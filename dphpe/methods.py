@@ -106,16 +106,14 @@ def private_update(dp:PoseDPOptimizer, # the optimizer over the model's trainabl
     return losses
 
 def public_gradients(model:PoseModel, # model in train mode
-                     public, # `PoseDataset` of S_pub
-                     sigma_bins:float=3., # SimCC target width
+                     images:torch.Tensor, # (m, 3, H, W) public crops
+                     targets:tuple, # their SimCC targets
+                     visible:torch.Tensor, # (m, J)
                      bs:int=50, # chunk size (50 was fastest here for m = 100)
                     )->torch.Tensor:
     "(m, p) per-sample gradients of the public persons at the current weights, flattened in parameter order."
-    G = []
-    for xb, jb, vb, *_ in DataLoader(public, bs, collate_fn=pose_batch):
-        g = per_sample_grads(model, xb, simcc_targets(jb, public.input_size, model.head.k, sigma_bins), vb)
-        G.append(torch.cat([v.flatten(1) for v in g.values()], 1))
-    return torch.cat(G)
+    chunks = (per_sample_grads(model, images[i:i+bs], [t[i:i+bs] for t in targets], visible[i:i+bs]) for i in range(0, len(images), bs))
+    return torch.cat([torch.cat([v.flatten(1) for v in g.values()], 1) for g in chunks])
 
 class PrivateStep(Callback):
     "Replace fastai's backward and step with the private step of `PoseDPOptimizer` (per-sample gradients by torch.func)."
@@ -134,6 +132,12 @@ class PrivateStep(Callback):
         self.public_batch = public_batch
     @property
     def dp(self)->PoseDPOptimizer: return self.learn.opt.opt
+    @property
+    def spub(self)->tuple:
+        "S_pub as one batch (images, joints, visible, index, mask), read once: its crops never change."
+        if getattr(self, '_spub_of', None) is not self.public:
+            self._spub, self._spub_of = pose_batch([self.public[i] for i in range(len(self.public))]), self.public
+        return self._spub
     def before_fit(self):
         if self.n_epoch * self.spe > self.plan.steps:
             raise ValueError(f"{self.n_epoch} epochs are {self.n_epoch * self.spe} steps, more than the {self.plan.steps} the privacy "
@@ -147,8 +151,8 @@ class PrivateStep(Callback):
         if self.view is None: return None
         if self.public_batch == 'same': return self.view({'image': x, 'mask': mask}), t, visible
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.steps)  # a function of the step: resumes identically
-        idx = torch.randint(len(self.public), (self.dp.expected_batch_size,), generator=g).tolist()
-        px, pj, pv, _, pm = pose_batch([self.public[i] for i in idx])
+        idx = torch.randint(len(self.public), (self.dp.expected_batch_size,), generator=g)
+        px, pj, pv, _, pm = (t[idx] for t in self.spub)
         return self.view({'image': px, 'mask': pm}), self.targets(pj), pv
     def gradients(self, x, joints, visible, mask)->tuple:
         "(per-sample gradients {name: (B, …)}, per-sample losses, public gradient list or None) of one batch."
@@ -156,7 +160,8 @@ class PrivateStep(Callback):
         return private_gradients(self.model, x, t, visible, self.public_pass(x, t, visible, mask))
     def refit(self):
         "Refit the subspace to per-sample gradients of S_pub at the current weights."
-        self.dp.subspace.fit(public_gradients(self.model, self.public, self.sigma_bins))
+        x, j, v, *_ = self.spub
+        self.dp.subspace.fit(public_gradients(self.model, x, self.targets(j), v))
     def before_batch(self):
         if not self.training: return
         if self.steps >= self.plan.steps: raise CancelFitException()  # the budget is spent
@@ -252,10 +257,8 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
     res = {'seconds': statistics.median(ts), 'peak_extra_bytes': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base}
     if method == 'projection':  # the refresh: m public per-sample gradients, then the Gram eigendecomposition
         xp, tp = torch.rand(m, 3, H, W), simcc_targets(torch.rand(m, 16, 2) * torch.tensor([W, H]) * .9, input_size)
-        def refit():
-            g = [per_sample_grads(model, xp[i:i+50], [a[i:i+50] for a in tp], torch.ones(len(xp[i:i+50]), 16)) for i in range(0, m, 50)]
-            PublicSubspace(k).fit(torch.cat([torch.cat([u.flatten(1) for u in gi.values()], 1) for gi in g]))
-        s = time.perf_counter(); refit(); res['refresh_seconds'] = time.perf_counter() - s
+        s = time.perf_counter(); PublicSubspace(k).fit(public_gradients(model, xp, tp, torch.ones(m, 16)))
+        res['refresh_seconds'] = time.perf_counter() - s
     queue.put(res)
 
 def method_costs(backbone:str='tinyvit_embedded', # a key of `BACKBONES`

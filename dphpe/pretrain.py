@@ -13,9 +13,9 @@ from .joints import COCO_TO_MPII, MPII
 from .synth import synth_cache
 from .data import PoseDataset, load_mpii, load_coco
 from .features import public_view
-from .metrics import pckh_groups, pckh_markdown, PCKH_COLUMNS
+from .metrics import pckh_markdown, PCKH_COLUMNS
 from .model import PoseModel, pose_model, set_strategy, trainable_count, STRATEGIES
-from .train import pose_dataloaders, pose_learner, fit_pose, predict, TrainOnPublicView, save_atomic
+from .train import pose_dataloaders, pose_learner, fit_pose, predict, persons_pckh, TrainOnPublicView, save_atomic
 
 # %% auto #0
 __all__ = ['TRAIN_PRESETS', 'PRETRAIN_FIELDS', 'FEATURES', 'TABLE1_ROWS', 'TrainConfig', 'train_pose', 'transfer_to_mpii',
@@ -122,9 +122,8 @@ def public_pretraining(root:Path, # dataset root holding coco/ (a `make_synth` f
     meta = {'config': {f: getattr(cfg, f) for f in PRETRAIN_FIELDS}, 'data': str(Path(root).resolve())}
     learn = train_pose(model, load_coco(Path(root)/'coco', 'train'), load_coco(Path(root)/'coco', 'val'), cfg,
                        cfg.pretrain_epochs, checkpoint=partial, meta=meta, progress=progress)
-    ck = torch.load(partial, weights_only=False)
-    save_atomic({'model': learn.model.state_dict(), 'history': ck['history'], 'names': ck['names'], 'meta': meta,
-                 'epoch_seconds': ck['seconds'], 'persons': len(learn.dls.train.dataset)}, out)
+    save_atomic({'model': learn.model.state_dict(), 'history': learn.recorder.values, 'names': list(learn.recorder.metric_names[1:-1]),
+                 'meta': meta, 'epoch_seconds': learn.epoch_seconds, 'persons': len(learn.dls.train.dataset)}, out)
     partial.unlink()
     return out
 
@@ -172,10 +171,8 @@ def baseline(root:Path, # dataset root holding mpii/
     meta = {'strategy': strategy, 'features': features, 'config': asdict(cfg), 'pretrained': str(pretrained)}
     ck, t = Path(runs)/f"{name}.pth" if runs else None, time.time()
     learn = train_pose(model, train, valid, cfg, view=FEATURES[features], checkpoint=ck, meta=meta, progress=progress)
-    seconds = sum(torch.load(ck, weights_only=False)['seconds']) if ck else time.time() - t  # all sessions of a resumed run
-    pred = predict(learn.model, PoseDataset(valid, cfg.input_size))
-    gt, vis, hb = (np.stack([getattr(p, a) for p in valid]) for a in ('joints', 'visible', 'headbox'))
-    res = {**meta, **pckh_groups(pred, gt, vis, hb), 'trainable': trainable_count(model), 'train_persons': len(train),
+    seconds = sum(learn.epoch_seconds) if ck else time.time() - t  # all sessions of a resumed run
+    res = {**meta, **persons_pckh(predict(learn.model, PoseDataset(valid, cfg.input_size)), valid), 'trainable': trainable_count(model), 'train_persons': len(train),
            'seconds': seconds, 'epoch_seconds': seconds / cfg.epochs,
            'history': [[float(v) for v in row] for row in learn.recorder.values]}
     if done: done.write_text(json.dumps(res, indent=1, default=float))

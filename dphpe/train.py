@@ -18,9 +18,9 @@ from .metrics import pckh_groups, pck
 from .model import PoseModel, simcc_targets, simcc_loss, decode
 
 # %% auto #0
-__all__ = ['POSE_BATCH', 'SCHEDULES', 'pose_batch', 'pose_dataloaders', 'SimCCLoss', 'image_coords', 'PCKh', 'BoxPCK',
-           'pose_learner', 'TrainOnPublicView', 'predict', 'step_schedule', 'one_cycle_schedule', 'SeedEpochs',
-           'save_atomic', 'Checkpoint', 'restore', 'fit_pose']
+__all__ = ['POSE_BATCH', 'SCHEDULES', 'pose_batch', 'pose_dataloaders', 'SimCCLoss', 'image_coords', 'persons_pckh', 'PCKh',
+           'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict', 'step_schedule', 'one_cycle_schedule',
+           'SeedEpochs', 'save_atomic', 'Checkpoint', 'restore', 'fit_pose']
 
 # %% ../nbs/06_train.ipynb #7e4b6288
 POSE_BATCH = ('image', 'joints', 'visible', 'index', 'mask')
@@ -58,6 +58,13 @@ def image_coords(pred:np.ndarray, # (N, J, 2) decoded crop coordinates
     "Map decoded crop predictions back to each person's original image."
     return to_image_coords(pred, np.stack([p.center for p in persons]), np.stack([p.scale for p in persons]), input_size)
 
+def persons_pckh(pred:np.ndarray, # (N, J, 2) predictions in original image coordinates
+                 persons:list, # the N MPII `Person`s, in order
+                )->dict:
+    "MPII PCKh groups of `pred` against the persons' joints, visibility and head boxes."
+    gt, vis, hb = (np.stack([getattr(p, a) for p in persons]) for a in ('joints', 'visible', 'headbox'))
+    return pckh_groups(pred, gt, vis, hb)
+
 class PCKh(Metric):
     "Validation MPII PCKh group `key` ('Mean', 'Mean@0.1', 'Head', …) in original image coordinates."
     def __init__(self, persons:list, input_size:tuple, k:int=2, key:str='Mean'):
@@ -71,9 +78,7 @@ class PCKh(Metric):
         return image_coords(np.concatenate(self.preds), ps, self.input_size), ps
     @property
     def value(self):
-        pred, ps = self.gathered()
-        gt, vis, hb = (np.stack([getattr(p, a) for p in ps]) for a in ('joints', 'visible', 'headbox'))
-        return pckh_groups(pred, gt, vis, hb)[self.key]
+        return persons_pckh(*self.gathered())[self.key]
     @property
     def name(self): return f"PCKh {self.key}" if self.key != 'Mean' else 'PCKh@0.5'
 
@@ -177,7 +182,9 @@ class Checkpoint(Callback):
         save_atomic({'model': self.learn.model.state_dict(), 'opt': self.learn.opt.state_dict(), 'epoch': self.epoch + 1,
                      'n_epoch': self.n_epoch, 'history': self.history, 'names': list(self.recorder.metric_names[1:-1]),
                      'smooth_loss': (sl.count, sl.val), 'seconds': self.seconds, 'meta': self.meta}, self.fname)
-    def after_fit(self): self.recorder.values = [list(v) for v in self.history]
+    def after_fit(self):
+        self.recorder.values = [list(v) for v in self.history]
+        self.learn.epoch_seconds = list(self.seconds)  # every session's epochs, for callers that report timings
 
 # %% ../nbs/06_train.ipynb #49916a4e
 def restore(learn:Learner, # the learner to load into
