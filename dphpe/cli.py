@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['run_cli', 'synth_data', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'data_root', 'train_config',
-           'cmd_pretrain', 'cmd_baselines', 'cmd_noise', 'cmd_bench', 'parser', 'main']
+__all__ = ['run_cli', 'synth_data', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value', 'cmd_run',
+           'where_filter', 'cmd_sweep', 'cmd_report', 'data_root', 'train_config', 'cmd_pretrain', 'cmd_baselines',
+           'cmd_noise', 'cmd_bench', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -66,12 +67,63 @@ def protocol_check(root:Path, # a synthetic dataset root from `make_synth`
 
 # %% ../nbs/90_cli.ipynb #8db8b623
 def cmd_study(args):
-    "Run the embedded study of `args.preset` (so far: data and protocol check)."
-    args.root, args.json = None, False
-    root = synth_data(args)
+    "`dphpe study`: data and protocol check, the sweep of the preset's grid, and the report, timed."
+    from dphpe.experiment import STUDY_PRESETS
+    from dphpe.sweep import sweep
+    from dphpe.report import write_report
+    if args.preset not in STUDY_PRESETS or STUDY_PRESETS[args.preset].data == 'real':
+        raise ValueError(f"dphpe study runs an embedded preset ({', '.join(n for n, p in STUDY_PRESETS.items() if p.data != 'real')}), "
+                         f"got {args.preset!r}; for real data use `dphpe sweep --preset paper-mpii --data DIR` on a GPU.")
+    t0 = time.time()
+    root = synth_data(argparse.Namespace(preset=STUDY_PRESETS[args.preset].data, root=None, seed=0, workers=args.workers, force=False, json=False))
     print("\nPCKh protocol check on the synthetic MPII-format validation split (synthetic data):")
     for name, res in protocol_check(root).items():
         print(f"  {name:<20}" + ' '.join(f"{k} {float(v):6.2f}" for k,v in res.items()))
+    runs, out = Path(args.runs)/args.preset, Path(args.figures)/args.preset
+    res = sweep(args.preset, runs, args.jobs)
+    files = write_report(runs, out)
+    print(f"\nreport: {len(files)} files in {out} (tables, figures, README.md)\nstudy {args.preset!r}: {(time.time() - t0) / 60:.1f} min in all")
+    return 1 if res['failed'] else 0
+
+# %% ../nbs/90_cli.ipynb #6a5e8265
+def param_value(s:str):
+    "A command-line parameter value: int, float, None, True or False where `s` spells one, else the string."
+    for conv in (int, float):
+        try: return conv(s)
+        except ValueError: pass
+    return {'None': None, 'True': True, 'False': False}.get(s, s)
+
+def cmd_run(args):
+    "`dphpe run`: one configuration, executed as the experiment notebook by papermill."
+    from papermill.exceptions import PapermillExecutionError
+    from dphpe.experiment import run_params, run_name
+    from dphpe.sweep import execute_run
+    params = {'preset': 'quick', **{k: param_value(v) for k, v in args.param}}
+    p = run_params(**params)  # a bad configuration fails here, before papermill starts
+    out = Path(args.out or Path(args.runs)/p['preset']/run_name(p))
+    try: m = execute_run(params, out, args.log_output)
+    except PapermillExecutionError as e: return _fail(f"run {run_name(p)} failed: {e.ename}: {e.evalue} (the executed notebook is {out/'run.ipynb'})")
+    eps = f", epsilon spent {m['privacy']['epsilon_rdp']:.3f} (RDP) / {m['privacy']['epsilon_prv']:.3f} (PRV)" if m['privacy'] else ''
+    print(f"{m['name']}: {m['metric']} Mean {m['scores']['Mean']:.2f}{eps}, {m['seconds']:.0f} s of training -> {out}")
+    return 0
+
+def where_filter(items:list)->dict:
+    "{'method': ['dpsgd', 'feature']} from ['method=dpsgd,feature']."
+    if bad := [w for w in items if '=' not in w]: raise ValueError(f"--where takes NAME=VALUE[,VALUE…], got {bad}.")
+    return {k: v.split(',') for k, v in (w.split('=', 1) for w in items)}
+
+def cmd_sweep(args):
+    "`dphpe sweep`: every missing run of a preset's grid."
+    from dphpe.sweep import sweep
+    res = sweep(args.preset, args.runs and Path(args.runs), args.jobs, where_filter(args.where), args.data)
+    return 1 if res['failed'] else 0
+
+def cmd_report(args):
+    "`dphpe report`: tables and figures from run directories."
+    from dphpe.report import write_report
+    runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/args.preset)
+    files = write_report(runs, out)
+    print(f"{len(files)} files written to {out}:\n" + '\n'.join(f"  {f.name}" for f in files))
     return 0
 
 # %% ../nbs/90_cli.ipynb #94b012ae
@@ -161,9 +213,22 @@ def parser()->argparse.ArgumentParser:
     k.add_argument('pred', help='.mat with `preds` (N×16×2, 1-based) or .npy of the same array')
     k.add_argument('--gt', required=True, help="ground truth .mat (HRNet's gt_valid.mat layout)")
     k.add_argument('--thr', type=float, default=0.5); k.add_argument('--json', action='store_true'); k.set_defaults(func=cmd_pckh)
-    st = sub.add_parser('study', help='run the embedded study')
-    st.add_argument('--preset', default='quick'); st.add_argument('--seed', type=int, default=0)
-    st.add_argument('--workers', type=int, default=None); st.add_argument('--force', action='store_true'); st.set_defaults(func=cmd_study)
+    st = sub.add_parser('study', help='the embedded study: data, the sweep of the preset\'s grid, the report')
+    st.add_argument('--preset', default='quick', help='tiny, quick or full'); st.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
+    st.add_argument('--runs', default='runs', help='runs go to RUNS/<preset>'); st.add_argument('--figures', default='figures', help='report goes to FIGURES/<preset>')
+    st.add_argument('--workers', type=int, default=None, help='data generation processes'); st.set_defaults(func=cmd_study)
+    r = sub.add_parser('run', help='one configuration: the experiment notebook executed by papermill')
+    r.add_argument('-p', '--param', nargs=2, action='append', default=[], metavar=('NAME', 'VALUE'), help='a run parameter (see dphpe.experiment.RUN_PARAMETERS)')
+    r.add_argument('--out', default=None, help='run directory (default RUNS/<preset>/<run name>)'); r.add_argument('--runs', default='runs')
+    r.add_argument('--log-output', dest='log_output', action='store_true', help="echo the notebook's output"); r.set_defaults(func=cmd_run)
+    sw = sub.add_parser('sweep', help="every missing run of a preset's grid, in parallel processes")
+    sw.add_argument('--preset', required=True, help='tiny, quick, full, paper-mpii or paper-humanart'); sw.add_argument('--jobs', type=int, default=None)
+    sw.add_argument('--runs', default=None, help='folder of the run directories (default runs/<preset>)')
+    sw.add_argument('--where', nargs='*', default=[], metavar='NAME=V1,V2', help='only runs whose parameters match')
+    sw.add_argument('--data', default=None, help='dataset folder (real-data presets)'); sw.set_defaults(func=cmd_sweep)
+    rp = sub.add_parser('report', help='tables and figures rebuilt from run directories')
+    rp.add_argument('--preset', default='quick', help='sets the defaults of --runs and --out'); rp.add_argument('--runs', default=None, help='default runs/<preset>')
+    rp.add_argument('--out', default=None, help='default figures/<preset>'); rp.set_defaults(func=cmd_report)
     nz = sub.add_parser('noise', help='noise multiplier for a target (epsilon, delta)')
     nz.add_argument('--epsilon', type=float, required=True); nz.add_argument('--delta', type=float, default=4e-5)
     nz.add_argument('--sample-rate', dest='sample_rate', type=float, required=True, help='Poisson rate q = B / |S_priv|')

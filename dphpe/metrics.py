@@ -7,12 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 import numpy as np
 from scipy.io import loadmat, savemat
-from .joints import MPII
+from .joints import MPII, COCO
 
 # %% auto #0
-__all__ = ['SC_BIAS', 'MPII_GROUPS', 'MPII_MEAN_EXCLUDED', 'HRNET_MEAN01_THR', 'GT_MAT_SHAPES', 'PCKH_COLUMNS', 'head_size',
-           'pck', 'joint_rates', 'pckh', 'group_means', 'weighted_mean', 'pckh_groups', 'from_gt_mat', 'load_gt_mat',
-           'load_preds', 'save_preds_mat', 'evaluate_pckh', 'evaluate_pckh_files', 'pckh_table', 'pckh_markdown']
+__all__ = ['SC_BIAS', 'MPII_GROUPS', 'MPII_MEAN_EXCLUDED', 'HRNET_MEAN01_THR', 'GT_MAT_SHAPES', 'PCKH_COLUMNS', 'COCO_GROUPS',
+           'COCO_STATS', 'head_size', 'pck', 'joint_rates', 'pckh', 'group_means', 'weighted_mean', 'pckh_groups',
+           'from_gt_mat', 'load_gt_mat', 'load_preds', 'save_preds_mat', 'evaluate_pckh', 'evaluate_pckh_files',
+           'pckh_table', 'pckh_markdown', 'box_pck_groups', 'coco_keypoint_eval']
 
 # %% ../nbs/04_metrics.ipynb #a06ad238
 def _shape_str(shape): return '(' + ', '.join(map(str, shape)) + ')'
@@ -250,3 +251,39 @@ def pckh_markdown(rows:dict, # {label: result of `pckh_groups`}
     df = pckh_table(rows, digits)
     head = ['| | ' + ' | '.join(df.columns) + ' |', '|---' * (len(df.columns) + 1) + '|']
     return '\n'.join(head + [f'| {k} | ' + ' | '.join(f'{v:.{digits}f}' for v in r) + ' |' for k, r in zip(df.index, df.values)])
+
+# %% ../nbs/04_metrics.ipynb #c978c72a
+COCO_GROUPS = {g: tuple(COCO.index(j) for j in js) for g, js in {
+    'Head': ('nose', 'l_eye', 'r_eye', 'l_ear', 'r_ear'), 'Shoulder': ('l_shoulder', 'r_shoulder'), 'Elbow': ('l_elbow', 'r_elbow'),
+    'Wrist': ('l_wrist', 'r_wrist'), 'Hip': ('l_hip', 'r_hip'), 'Knee': ('l_knee', 'r_knee'), 'Ankle': ('l_ankle', 'r_ankle')}.items()}
+
+def box_pck_groups(pred:np.ndarray, # (N, 17, 2) predicted coordinates
+                   gt:np.ndarray, # (N, 17, 2) ground truth
+                   visible:np.ndarray, # (N, 17) 1 where the joint is annotated
+                   boxes:np.ndarray, # (N, 4) annotated boxes x, y, w, h
+                   thr:float=0.1, # threshold of the groups and the Mean, a fraction of the box's longer side
+                   fine_thr:float=0.05, # threshold of the second mean
+                  )->dict:
+    "PCK normalised by the box's longer side in the MPII groups: Head … Ankle and Mean at `thr`, and the Mean at `fine_thr`."
+    nerr = pck(pred, gt, visible, np.asarray(boxes, float)[:, 2:].max(1))[1]
+    rates, counts = joint_rates(nerr <= thr, visible)
+    return {**group_means(rates, COCO_GROUPS), 'Mean': weighted_mean(rates, counts, ()),
+            f'Mean@{fine_thr:g}': weighted_mean(joint_rates(nerr <= fine_thr, visible)[0], counts, ())}
+
+# %% ../nbs/04_metrics.ipynb #9bc35caf
+COCO_STATS = ('AP', 'AP50', 'AP75', 'AP(M)', 'AP(L)', 'AR', 'AR50', 'AR75', 'AR(M)', 'AR(L)')
+
+def coco_keypoint_eval(pred:np.ndarray, # (N, 17, 2) predicted coordinates, 0-based pixels
+                       image_ids:list, # (N,) COCO image id of each person
+                       gt, # `pycocotools.coco.COCO` index of the ground truth (`dphpe.data.read_coco`)
+                      )->dict:
+    "COCO OKS keypoint AP/AR (percent) of `pred` by pycocotools' `COCOeval`."
+    import contextlib, io
+    from pycocotools.cocoeval import COCOeval
+    pred = _as_array(pred, 'pred', ('N', 17, 2), '(persons, COCO joints, x/y)')
+    if len(image_ids) != len(pred): raise ValueError(f"{len(pred)} predictions but {len(image_ids)} image ids; give one id per person.")
+    dets = [{'image_id': int(i), 'category_id': 1, 'score': 1., 'keypoints': np.c_[p, np.ones(17)].ravel().tolist()} for i, p in zip(image_ids, pred)]
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
+        ev = COCOeval(gt, gt.loadRes(dets), 'keypoints'); ev.params.imgIds = sorted(set(map(int, image_ids)))
+        ev.evaluate(); ev.accumulate(); ev.summarize()
+    return {k: 100 * float(v) for k, v in zip(COCO_STATS, ev.stats)}

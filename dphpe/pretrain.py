@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np, torch
 from fastai.learner import Learner
 from .joints import COCO_TO_MPII, MPII
-from .synth import synth_cache
+from .synth import synth_cache, file_lock
 from .data import PoseDataset, load_mpii, load_coco
 from .features import public_view
 from .metrics import pckh_markdown, PCKH_COLUMNS
@@ -115,16 +115,18 @@ def public_pretraining(root:Path, # dataset root holding coco/ (a `make_synth` f
     "Path of the COCO-pretrained checkpoint for `cfg` on `root`, training it first if it is not cached."
     out = pretrained_path(root, cfg, cache)
     if out.exists() and not force: return out
-    partial = out.with_suffix('.partial')
-    if force: partial.unlink(missing_ok=True)
-    torch.manual_seed(cfg.seed)
-    model = set_strategy(pose_model(cfg.backbone, 17, cfg.input_size, cfg.k), 'scratch')
-    meta = {'config': {f: getattr(cfg, f) for f in PRETRAIN_FIELDS}, 'data': str(Path(root).resolve())}
-    learn = train_pose(model, load_coco(Path(root)/'coco', 'train'), load_coco(Path(root)/'coco', 'val'), cfg,
-                       cfg.pretrain_epochs, checkpoint=partial, meta=meta, progress=progress)
-    save_atomic({'model': learn.model.state_dict(), 'history': learn.recorder.values, 'names': list(learn.recorder.metric_names[1:-1]),
-                 'meta': meta, 'epoch_seconds': learn.epoch_seconds, 'persons': len(learn.dls.train.dataset)}, out)
-    partial.unlink()
+    with file_lock(out.with_suffix('.lock')):  # parallel runs: one trains, the others wait for its artefact
+        if out.exists() and not force: return out
+        partial = out.with_suffix('.partial')
+        if force: partial.unlink(missing_ok=True)
+        torch.manual_seed(cfg.seed)
+        model = set_strategy(pose_model(cfg.backbone, 17, cfg.input_size, cfg.k), 'scratch')
+        meta = {'config': {f: getattr(cfg, f) for f in PRETRAIN_FIELDS}, 'data': str(Path(root).resolve())}
+        learn = train_pose(model, load_coco(Path(root)/'coco', 'train'), load_coco(Path(root)/'coco', 'val'), cfg,
+                           cfg.pretrain_epochs, checkpoint=partial, meta=meta, progress=progress)
+        save_atomic({'model': learn.model.state_dict(), 'history': learn.recorder.values, 'names': list(learn.recorder.metric_names[1:-1]),
+                     'meta': meta, 'epoch_seconds': learn.epoch_seconds, 'persons': len(learn.dls.train.dataset)}, out)
+        partial.unlink()
     return out
 
 def load_public_model(path:Path, # from `public_pretraining`
@@ -140,16 +142,19 @@ def load_public_model(path:Path, # from `public_pretraining`
 def initial_model(strategy:str, # one of `STRATEGIES`
                   cfg:TrainConfig, # settings (backbone, input size, seed)
                   pretrained:Path=None, # `public_pretraining` checkpoint; needed unless `strategy` is 'scratch'
+                  joints:int=16, # 16: MPII (the COCO head is transferred); 17: a COCO-style set such as Human-Art (kept as is)
                  )->PoseModel:
-    "The MPII-16 model a run of `strategy` starts from, with its trainable parameters set."
+    "The model a run of `strategy` starts from (MPII-16 or COCO-17), with its trainable parameters set."
     if strategy not in STRATEGIES: raise ValueError(f"Unknown strategy {strategy!r}; choose one of {STRATEGIES}.")
+    if joints not in (16, 17): raise ValueError(f"joints must be 16 (MPII) or 17 (COCO-style), got {joints}.")
     if strategy == 'scratch':
         torch.manual_seed(cfg.seed)
-        return set_strategy(pose_model(cfg.backbone, 16, cfg.input_size, cfg.k), strategy)
+        return set_strategy(pose_model(cfg.backbone, joints, cfg.input_size, cfg.k), strategy)
     if pretrained is None or not Path(pretrained).exists():
         raise ValueError(f"Strategy {strategy!r} starts from the public model, but no pretrained checkpoint was given "
                          f"(got {pretrained}); build it with `public_pretraining` or `dphpe pretrain`.")
-    return set_strategy(transfer_to_mpii(load_public_model(pretrained), cfg.seed), strategy)
+    public = load_public_model(pretrained)
+    return set_strategy(transfer_to_mpii(public, cfg.seed) if joints == 16 else public, strategy)
 
 # %% ../nbs/07_pretrain.ipynb #73543987
 FEATURES = {'raw': None, 'public': 'blur'}  # Table 1's two kinds of training input → public view trained on

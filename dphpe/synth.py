@@ -5,6 +5,7 @@
 # %% ../nbs/01_synth.ipynb #c58d3956
 from __future__ import annotations
 import hashlib, importlib.util, json, os, shutil, time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -21,7 +22,8 @@ __all__ = ['BODY_MEAN', 'JOINT_LIMITS', 'BASE_POSE', 'POSE_FAMILIES', 'LIMB_RADI
            'value_noise', 'background', 'place_person', 'sample_person', 'joint_parts', 'finish_photo', 'outlines',
            'stylise', 'sample_scene', 'mpii_joints', 'coco_keypoints', 'render_person', 'mpii_entry', 'coco_entry',
            'gt_valid_arrays', 'write_gt_valid', 'sample_seed', 'render_sample', 'make_chunk', 'write_split',
-           'synth_params', 'synth_hash', 'synth_cache', 'is_complete', 'make_synth', 'synth_summary', 'show_synth']
+           'synth_params', 'synth_hash', 'synth_cache', 'is_complete', 'file_lock', 'make_synth', 'synth_summary',
+           'show_synth']
 
 # %% ../nbs/01_synth.ipynb #0236b718
 def rot(axis:str, # 'x', 'y' or 'z'
@@ -951,6 +953,18 @@ def _run_jobs(jobs, workers, progress):
     return out
 
 # %% ../nbs/01_synth.ipynb #5ec15080
+@contextmanager
+def file_lock(path:Path, # lock file (created if missing), e.g. beside the artefact it guards
+             ):
+    "Hold an exclusive lock on `path` while the block runs (other processes asking for it wait)."
+    import fcntl
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, 'a') as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try: yield Path(path)
+        finally: fcntl.flock(f, fcntl.LOCK_UN)
+
+# %% ../nbs/01_synth.ipynb #0e692067
 def make_synth(preset:str='quick', # a key of `SYNTH_PRESETS`
                root=None, # dataset folder; default: the cache folder named by preset and hash
                seed:int=0, # dataset seed
@@ -964,14 +978,16 @@ def make_synth(preset:str='quick', # a key of `SYNTH_PRESETS`
     root = Path(root) if root is not None else synth_cache()/f'{preset}-{h}'
     if root.exists() and not root.is_dir(): raise NotADirectoryError(f"make_synth: {root} is a file; pass a folder as root")
     if not force and is_complete(root, h): return root
-    root.mkdir(parents=True, exist_ok=True); _clear(root); t0 = time.time()
-    entries = _run_jobs(_jobs(params, seed, root), workers, progress)
-    for (ds, split), ents in entries.items(): write_split(root, ds, split, ents)
-    man = dict(complete=True, hash=h, generator='dphpe.synth', version=GENERATOR_VERSION, source_sha256=_source_sha(),
-               preset=preset, params=params, seed=seed, seed_streams='numpy default_rng([seed, set_id, i])',
-               set_ids={'/'.join(k): v for k, v in SET_IDS.items()}, mask_labels=MASK_LABELS, synthetic=True,
-               counts={'/'.join(k): len(v) for k, v in entries.items()}, elapsed_s=round(time.time() - t0, 2))
-    (root/'manifest.json.tmp').write_text(json.dumps(man, indent=1)); (root/'manifest.json.tmp').replace(root/'manifest.json')
+    with file_lock(root.parent/f'.{root.name}.lock'):  # another process may be building it: wait, then look again
+        if not force and is_complete(root, h): return root
+        root.mkdir(parents=True, exist_ok=True); _clear(root); t0 = time.time()
+        entries = _run_jobs(_jobs(params, seed, root), workers, progress)
+        for (ds, split), ents in entries.items(): write_split(root, ds, split, ents)
+        man = dict(complete=True, hash=h, generator='dphpe.synth', version=GENERATOR_VERSION, source_sha256=_source_sha(),
+                   preset=preset, params=params, seed=seed, seed_streams='numpy default_rng([seed, set_id, i])',
+                   set_ids={'/'.join(k): v for k, v in SET_IDS.items()}, mask_labels=MASK_LABELS, synthetic=True,
+                   counts={'/'.join(k): len(v) for k, v in entries.items()}, elapsed_s=round(time.time() - t0, 2))
+        (root/'manifest.json.tmp').write_text(json.dumps(man, indent=1)); (root/'manifest.json.tmp').replace(root/'manifest.json')
     return root
 
 # %% ../nbs/01_synth.ipynb #088dd220

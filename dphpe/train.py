@@ -6,6 +6,7 @@
 from __future__ import annotations
 import numpy as np, torch
 from torch.utils.data import DataLoader, default_collate
+from fastcore.foundation import L
 from fastai.learner import Learner, Metric
 from fastai.data.core import DataLoaders
 from fastai.callback.core import Callback
@@ -217,7 +218,10 @@ def fit_pose(learn:Learner, # from `pose_learner`
         ck = restore(learn, checkpoint, epochs, meta)
         print(f"Resuming from {checkpoint}: {ck['epoch']} of {epochs} epochs done.")
     start = ck.get('epoch', 0)
-    if start >= epochs: learn.recorder.values = [list(v) for v in ck['history']]; return learn
+    if start >= epochs:  # finished already: nothing to train, but the history and timings are the run's
+        learn.recorder.values, learn.epoch_seconds = [list(v) for v in ck['history']], list(ck.get('seconds', []))
+        learn.recorder.metric_names = L(['epoch', *ck['names'], 'time'])
+        return learn
     cbs = [SeedEpochs(seed), ParamScheduler(SCHEDULES[schedule](lr))]
     if checkpoint is not None: cbs.append(Checkpoint(checkpoint, meta, ck))
     learn.fit(epochs, lr, cbs=cbs, start_epoch=start)
