@@ -20,7 +20,7 @@ from .privacy import check_budget, ACCOUNTANTS
 from .methods import METHODS, private_learner
 
 # %% auto #0
-__all__ = ['ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID', 'STUDY_PRESETS', 'RUN_PARAMETERS', 'DATASETS', 'Block',
+__all__ = ['ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID', 'CPU_TRAIN', 'STUDY_PRESETS', 'RUN_PARAMETERS', 'DATASETS', 'Block',
            'StudyPreset', 'run_params', 'run_name', 'data_root', 'dataset_persons', 'run_data', 'run_scores',
            'write_json_atomic', 'read_metrics', 'versions', 'train_run', 'final_predictions', 'run_experiment']
 
@@ -58,12 +58,14 @@ HUMANART_GRID = (Block('humanart', ('nonprivate',), ('finetune',)),
                  Block('humanart', ('feature_projection',), ('finetune',), ALL_C),
                  Block('humanart', ('feature_projection',), ('finetune_full',), (.1, .01)))
 
+CPU_TRAIN = replace(TRAIN_PRESETS['quick'], epochs=1, pretrain_epochs=5)  # what fits a 2-core CPU: 1 epoch of ≤ 1,000 persons per run
+
 STUDY_PRESETS = {
     'tiny':  StudyPreset('tiny', replace(TRAIN_PRESETS['tiny'], epochs=1, pretrain_epochs=1), m=16, k=8,
                          grid=(Block('mpii', ('nonprivate',)), Block('mpii', tuple(METHODS), C=(.01,), epsilon=(.8,)))),
-    'quick': StudyPreset('quick', replace(TRAIN_PRESETS['quick'], epochs=1, pretrain_epochs=5), private_limit=1000,
+    'quick': StudyPreset('quick', CPU_TRAIN, private_limit=1000,
                          grid=(Block('mpii', ('nonprivate',)), Block('mpii', tuple(METHODS), C=ALL_C, epsilon=(.2, .8)))),
-    'full':  StudyPreset('quick', replace(TRAIN_PRESETS['quick'], epochs=3), seeds=(0, 1, 2), grid=MPII_GRID + HUMANART_GRID),
+    'full':  StudyPreset('quick', CPU_TRAIN, private_limit=1000, seeds=(0, 1, 2), grid=MPII_GRID + HUMANART_GRID),
     'paper-mpii':     StudyPreset('real', TRAIN_PRESETS['real'], grid=MPII_GRID),
     'paper-humanart': StudyPreset('real', TRAIN_PRESETS['real'], grid=HUMANART_GRID),
 }

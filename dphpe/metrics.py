@@ -286,4 +286,4 @@ def coco_keypoint_eval(pred:np.ndarray, # (N, 17, 2) predicted coordinates, 0-ba
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
         ev = COCOeval(gt, gt.loadRes(dets), 'keypoints'); ev.params.imgIds = sorted(set(map(int, image_ids)))
         ev.evaluate(); ev.accumulate(); ev.summarize()
-    return {k: 100 * float(v) for k, v in zip(COCO_STATS, ev.stats)}
+    return {k: 100 * float(v) if v >= 0 else float('nan') for k, v in zip(COCO_STATS, ev.stats)}  # -1: no person of that size

@@ -19,8 +19,8 @@ from .train import pose_dataloaders, pose_learner, fit_pose, predict, persons_pc
 
 # %% auto #0
 __all__ = ['TRAIN_PRESETS', 'PRETRAIN_FIELDS', 'FEATURES', 'TABLE1_ROWS', 'TrainConfig', 'train_pose', 'transfer_to_mpii',
-           'pretrain_cache', 'pretrained_path', 'public_pretraining', 'load_public_model', 'initial_model', 'baseline',
-           'table1']
+           'pretrain_cache', 'coco_split', 'pretrained_path', 'public_pretraining', 'load_public_model',
+           'initial_model', 'baseline', 'table1']
 
 # %% ../nbs/07_pretrain.ipynb #eda485cd
 @dataclass(frozen=True)
@@ -96,6 +96,12 @@ def _dataset_id(root:Path)->str:
     m = Path(root)/'manifest.json'
     return m.read_text() if m.exists() else str(Path(root).resolve())
 
+def coco_split(root:Path, # a COCO-style dataset root
+               split:str, # 'train' or 'val'
+              )->str:
+    "`split` if `root/annotations` has it (the synthetic set), else COCO 2017's name for it ('train2017', 'val2017')."
+    return split if (Path(root)/'annotations'/f'person_keypoints_{split}.json').exists() else f'{split}2017'
+
 PRETRAIN_FIELDS = ('backbone', 'input_size', 'k', 'bs', 'lr', 'wd', 'schedule', 'pretrain_epochs', 'seed')
 
 def pretrained_path(root:Path, # dataset root holding coco/
@@ -122,7 +128,8 @@ def public_pretraining(root:Path, # dataset root holding coco/ (a `make_synth` f
         torch.manual_seed(cfg.seed)
         model = set_strategy(pose_model(cfg.backbone, 17, cfg.input_size, cfg.k), 'scratch')
         meta = {'config': {f: getattr(cfg, f) for f in PRETRAIN_FIELDS}, 'data': str(Path(root).resolve())}
-        learn = train_pose(model, load_coco(Path(root)/'coco', 'train'), load_coco(Path(root)/'coco', 'val'), cfg,
+        coco = Path(root)/'coco'
+        learn = train_pose(model, load_coco(coco, coco_split(coco, 'train')), load_coco(coco, coco_split(coco, 'val')), cfg,
                            cfg.pretrain_epochs, checkpoint=partial, meta=meta, progress=progress)
         save_atomic({'model': learn.model.state_dict(), 'history': learn.recorder.values, 'names': list(learn.recorder.metric_names[1:-1]),
                      'meta': meta, 'epoch_seconds': learn.epoch_seconds, 'persons': len(learn.dls.train.dataset)}, out)

@@ -559,7 +559,8 @@ def report_readme(df:pd.DataFrame, # all runs reported
     files_ = '\n'.join(f'- `{Path(p).relative_to(out)}`' for p in paths)
     return (f"# Results report\n\n{data_label(df)}; {len(df)} complete runs "
             f"({', '.join(f'{k}: {len(v)}' for k, v in source_groups(df).items())}).\n\n"
-            f"Rebuild: `dphpe report --runs {runs} --out {out}`\n\nFiles (tables as `.csv` numbers and `.md`; "
+            f"Rebuild: `dphpe report --runs {runs} --out {out}` (the runs themselves: "
+            f"{', '.join(f'`dphpe sweep --preset {p}`' for p in sorted(set(df.preset)))}, or `dphpe study` for an embedded preset)\n\nFiles (tables as `.csv` numbers and `.md`; "
             f"captions give the paper table, the data source and the preset):\n\n{files_}\n")
 
 # %% ../nbs/12_report.ipynb #8994fbd2
