@@ -64,3 +64,14 @@ def test_failed_run_is_retried_once_and_reported(tmp_path):
     assert r.returncode == 1
     assert '0 ran, 0 were done, 1 failed' in r.stdout and 'log.txt' in r.stdout, r.stdout
     assert (bad/'log.txt').read_text().count('=== ') == 2  # the first attempt and one retry
+
+
+def test_dphpe_run_one_configuration(tmp_path):
+    r = subprocess.run([*DPHPE, 'run', '-p', 'preset', 'tiny', '-p', 'method', 'feature_projection', '-p', 'epsilon', '0.2',
+                        '--out', str(tmp_path/'one')], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads((tmp_path/'one'/'metrics.json').read_text())
+    assert (m['params']['method'], m['params']['epsilon']) == ('feature_projection', 0.2)
+    assert m['privacy']['epsilon_rdp'] <= 0.2 * 1.001 and 'epsilon spent' in r.stdout
+    nb = json.loads((tmp_path/'one'/'run.ipynb').read_text())
+    assert nb['metadata']['papermill']['parameters']['epsilon'] == 0.2  # papermill saved the executed notebook beside the results
