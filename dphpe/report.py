@@ -12,15 +12,15 @@ import numpy as np, pandas as pd
 # %% auto #0
 __all__ = ['PRIVACY', 'FACTS', 'METHODS', 'METHOD_NAMES', 'DATASET_NAMES', 'ORDER', 'IGNORED', 'COCO_KEYS', 'SPENT', 'TABLES',
            'PAIRING_NOTE', 'PAPER_TABLES', 'PAPER_METHOD', 'HUMANART_PAPER_COLUMNS', 'PALETTE', 'BASELINE_STYLE',
-           'QUAL_PERSONS', 'QUAL_SIZE', 'PAIRS', 'FIGURES', 'complete_run', 'run_row', 'listed', 'latest_runs',
-           'collect_runs', 'mean_std', 'sort_rows', 'table_keys', 'score_columns', 'metric_columns', 'results_table',
-           'fmt_pm', 'fmt_key', 'key_columns', 'blank_repeats', 'format_table', 'markdown_table', 'data_label',
-           'metric_note', 'table_caption', 'write_table', 'read_table_csv', 'paper_table', 'paper_rows', 'vs_paper',
-           'write_tables', 'baselines', 'present', 'fig2_panel', 'fig2_legend', 'figure2', 'pick_C', 'qualitative_runs',
-           'valid_persons', 'load_predictions', 'person_crop', 'pose_row', 'qualitative', 'public_crops', 'views',
-           'source_kind', 'label_sources', 'summary_grid', 'summary_baselines', 'verdict', 'dp_claims',
-           'baseline_claims', 'mean_lookup', 'orderings', 'summary_markdown', 'source_groups', 'write_source',
-           'report_readme', 'write_report']
+           'QUAL_PERSONS', 'QUAL_SIZE', 'PAIRS', 'ORDERING_METRIC', 'FIGURES', 'complete_run', 'run_row', 'listed',
+           'latest_runs', 'collect_runs', 'mean_std', 'sort_rows', 'table_keys', 'score_columns', 'metric_columns',
+           'results_table', 'fmt_pm', 'fmt_key', 'key_columns', 'blank_repeats', 'format_table', 'markdown_table',
+           'data_label', 'metric_note', 'table_caption', 'write_table', 'read_table_csv', 'paper_table', 'paper_rows',
+           'vs_paper', 'write_tables', 'baselines', 'present', 'fig2_panel', 'fig2_legend', 'figure2', 'pick_C',
+           'qualitative_runs', 'valid_persons', 'load_predictions', 'person_crop', 'pose_row', 'qualitative',
+           'public_crops', 'views', 'source_kind', 'label_sources', 'summary_grid', 'summary_baselines', 'verdict',
+           'dp_claims', 'baseline_claims', 'mean_lookup', 'paper_lookup', 'orderings', 'claim_kind',
+           'ordering_overview', 'summary_markdown', 'source_groups', 'write_source', 'report_readme', 'write_report']
 
 # %% ../nbs/12_report.ipynb #58d39387
 import matplotlib.pyplot as plt
@@ -477,7 +477,7 @@ PAIRS = (('feature', 'dpsgd'), ('projection', 'dpsgd'), ('feature_projection', '
          ('feature_projection', 'feature'), ('feature_projection', 'projection')) # (better, worse) as the paper claims
 
 def dp_claims(d:pd.DataFrame)->list:
-    "(sentence, fn(at) → (x, y)) claims for the private MPII runs in `d`: method pairs and growth with ε per block."
+    "(sentence, fn(at) → (x, y)) claims for the private runs in `d`: method pairs and growth with ε per block, smaller C per strategy."
     out = []
     for (s, C), b in sort_rows(d, ['strategy', 'C']).groupby(['strategy', 'C'], sort=False):
         for a, z in PAIRS:
@@ -486,8 +486,13 @@ def dp_claims(d:pd.DataFrame)->list:
                             lambda at, a=a, z=z, s=s, C=C, eps=eps: ([at(a, s, C, e) for e in eps], [at(z, s, C, e) for e in eps])))
         for m in present(b.method, METHODS):
             if len(eps := sorted(set(b[b.method == m].epsilon))) > 1:
-                out.append((f"{m} Mean grows with ε at {s}, C = {C:g} (ε {', '.join(map(fmt_key, eps))})",
+                out.append((f"{m} grows with ε at {s}, C = {C:g} (ε {', '.join(map(fmt_key, eps))})",
                             lambda at, m=m, s=s, C=C, eps=eps: ([at(m, s, C, e) for e in eps[1:]], [at(m, s, C, e) for e in eps[:-1]])))
+    for (s, m), b in sort_rows(d, ['strategy', 'method']).groupby(['strategy', 'method'], sort=False):
+        if len(Cs := sorted(set(b.C))) > 1:
+            eps = sorted(set(b.epsilon))
+            out.append((f"{m} is better with smaller C at {s} (C {', '.join(map(fmt_key, Cs))}; each ε)",
+                        lambda at, m=m, s=s, Cs=Cs, eps=eps: ([at(m, s, c, e) for c in Cs[:-1] for e in eps], [at(m, s, c, e) for c in Cs[1:] for e in eps])))
     return out
 
 # %% ../nbs/12_report.ipynb #a634c805
@@ -503,31 +508,62 @@ def baseline_claims(d:pd.DataFrame)->list:
     return out
 
 # %% ../nbs/12_report.ipynb #597aa2f7
-def mean_lookup(dp:pd.DataFrame, # rows with method, strategy, C, epsilon, Mean
-                base:pd.DataFrame, # rows with strategy, features, Mean
+ORDERING_METRIC = {'mpii': ('Mean', 'Mean', 'Mean PCKh@0.5', 'real MPII'),
+                   'humanart': ('coco_AP', 'OKS AP', 'OKS AP', 'real Human-Art')} # ours, paper's column, name, paper's data
+
+def mean_lookup(dp:pd.DataFrame, # rows with method, strategy, C, epsilon and `col`
+                base:pd.DataFrame, # rows with strategy, features and `col`
+                col:str='Mean', # the metric looked up
                ):
-    "`at(method, strategy, C, ε)` or `at('nonprivate', strategy, features)`: the mean Mean there, NaN if absent."
-    s = {**dp.groupby(['method', 'strategy', 'C', 'epsilon']).Mean.mean().to_dict(),
-         **{('nonprivate', *k): v for k, v in base.groupby(['strategy', 'features']).Mean.mean().to_dict().items()}}
+    "`at(method, strategy, C, ε)` or `at('nonprivate', strategy, features)`: the mean `col` there, NaN if absent."
+    s = {**dp.groupby(['method', 'strategy', 'C', 'epsilon'])[col].mean().to_dict(),
+         **{('nonprivate', *k): v for k, v in base.groupby(['strategy', 'features'])[col].mean().to_dict().items()}}
     return lambda *key: s.get(key, np.nan)
 
-def orderings(df:pd.DataFrame)->pd.DataFrame:
-    "The paper's orderings of Mean on MPII, checked on our runs and on the paper's numbers at the same settings."
-    d = df[df.dataset == 'mpii']; dp, base = d[d.method != 'nonprivate'], d[d.method == 'nonprivate']
-    ours, paper = mean_lookup(dp, base), mean_lookup(paper_table('mpii_dp'), paper_table('mpii_nonprivate'))
-    rows = [(text, verdict(*f(ours)), verdict(*f(paper))) for text, f in dp_claims(dp) + baseline_claims(base)]
-    return pd.DataFrame(rows, columns=['claim', f'ours ({source_kind(df)})', 'paper (real MPII)'])
+def paper_lookup(dataset:str)->callable:
+    "`mean_lookup` into the paper's numbers for `dataset`, keyed by our method names."
+    col = ORDERING_METRIC[dataset][1]
+    dp = pd.concat([paper_rows(dataset, m).assign(method=m) for m in METHODS])
+    return mean_lookup(dp, paper_rows(dataset, 'nonprivate') if dataset == 'mpii' else dp.iloc[:0].assign(features=''), col)
 
-# %% ../nbs/12_report.ipynb #cb8d28c5
+def orderings(df:pd.DataFrame, # rows of `collect_runs`
+              dataset:str='mpii', # 'mpii' or 'humanart'
+             )->pd.DataFrame:
+    "The paper's orderings on `dataset`, checked on our runs and on the paper's numbers at the same settings."
+    ours_col, _, metric, source = ORDERING_METRIC[dataset]
+    d = df[df.dataset == dataset]; dp, base = d[d.method != 'nonprivate'], d[d.method == 'nonprivate']
+    if ours_col not in d: return pd.DataFrame(columns=['claim', 'ours', 'paper'])
+    ours, paper = mean_lookup(dp, base, ours_col), paper_lookup(dataset)
+    rows = [(text, verdict(*f(ours)), verdict(*f(paper))) for text, f in dp_claims(dp) + baseline_claims(base)]
+    return pd.DataFrame(rows, columns=['claim', f'ours ({source_kind(df)}, {metric})', f'paper ({source}, {metric})'])
+
+# %% ../nbs/12_report.ipynb #c61df08f
+def claim_kind(claim:str)->str:
+    "A claim without its block: 'feature ≥ dpsgd at finetune, C = 0.1, …' → 'feature ≥ dpsgd'."
+    return claim.split(' at ')[0]
+
+def ordering_overview(od:pd.DataFrame, # from `orderings`
+                     )->pd.DataFrame:
+    "Per kind of claim: in how many blocks it holds, on ours and on the paper's numbers ('holds in k of n blocks')."
+    if od.empty: return od
+    held = lambda v: [s.startswith('holds') for s in v if s != 'n/a']
+    count = lambda v: f"{sum(held(v))} of {len(held(v))}"
+    return od.drop(columns='claim').groupby(od.claim.map(claim_kind), sort=False).agg(count).rename_axis('claim').reset_index()
+
+# %% ../nbs/12_report.ipynb #69a10aca
 def summary_markdown(df:pd.DataFrame)->str:
     "`summary.md`: finetune grid and baselines beside the paper's real-MPII Mean, and the paper's orderings checked."
     parts = [f"# Summary — {data_label(df)}",
              "Mean PCKh@0.5 on MPII. Columns say where each number comes from: measured here on this report's runs, "
-             "or printed in the paper (real MPII). Synthetic values cannot match the paper's (other images, smaller "
+             "or printed in the paper (real data). Synthetic values cannot match the paper's (other images, smaller "
              "model); compare the orderings."]
+    om, oh = orderings(df), orderings(df, 'humanart')
     for title, t in (('Finetune, every method × C × ε run', summary_grid(df)),
                      ('Non-private baselines (Table 1 Mean)', summary_baselines(df)),
-                     ("The paper's orderings, checked on both", orderings(df))):
+                     ("The paper's orderings at a glance: in how many blocks each holds (a block is a strategy and C; for the C claims, a strategy)", ordering_overview(om)),
+                     ("The paper's orderings on Human-Art at a glance", ordering_overview(oh)),
+                     ("The paper's orderings, block by block, checked on both", om),
+                     ("The paper's orderings on Human-Art, block by block", oh)):
         if len(t): parts += [f'## {title}', markdown_table(t if 'claim' in t else format_table(t))]
     return '\n\n'.join(parts) + '\n'
 
