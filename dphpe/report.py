@@ -20,7 +20,8 @@ __all__ = ['PRIVACY', 'FACTS', 'METHODS', 'METHOD_NAMES', 'DATASET_NAMES', 'ORDE
            'qualitative_runs', 'valid_persons', 'load_predictions', 'person_crop', 'pose_row', 'qualitative',
            'public_crops', 'views', 'source_kind', 'label_sources', 'summary_grid', 'summary_baselines', 'verdict',
            'dp_claims', 'baseline_claims', 'mean_lookup', 'paper_lookup', 'orderings', 'claim_kind',
-           'ordering_overview', 'summary_markdown', 'source_groups', 'write_source', 'report_readme', 'write_report']
+           'ordering_overview', 'summary_markdown', 'source_groups', 'write_source', 'grid_coverage', 'report_readme',
+           'write_report']
 
 # %% ../nbs/12_report.ipynb #58d39387
 import matplotlib.pyplot as plt
@@ -32,7 +33,7 @@ from .data import load_mpii, crop_person, affine_transform, transform_points, Po
 from .features import public_view
 from .model import STRATEGIES
 from .methods import METHODS as PRIVATE_METHODS
-from .experiment import read_metrics
+from .experiment import read_metrics, STUDY_PRESETS
 
 # %% ../nbs/12_report.ipynb #d3c4a5ce
 def complete_run(path:Path, # a run's metrics.json
@@ -586,6 +587,16 @@ def write_source(df:pd.DataFrame, # runs of one data source
     (out/'summary.md').write_text(summary_markdown(df))
     return paths + [out/'summary.md']
 
+# %% ../nbs/12_report.ipynb #da95f721
+def grid_coverage(df:pd.DataFrame, # rows of `collect_runs`
+                 )->str:
+    "Per preset: how many of its grid's runs (configurations × seeds) the report holds."
+    from dphpe.sweep import grid
+    size = lambda p: len(grid(p, data='.' if STUDY_PRESETS[p].data == 'real' else None))
+    say = lambda p, n: (f"{p}: {n} runs" if p not in STUDY_PRESETS else f"{p}: {n} of {size(p)} runs of its grid"
+                        + ('' if n == size(p) else ' (a partial sweep: the tables show only what ran)'))
+    return '; '.join(say(p, len(d)) for p, d in df.groupby('preset', sort=True))
+
 # %% ../nbs/12_report.ipynb #5808a20f
 def report_readme(df:pd.DataFrame, # all runs reported
                   runs:Path, out:Path, # the command's arguments
@@ -594,7 +605,7 @@ def report_readme(df:pd.DataFrame, # all runs reported
     "Text of the report's README.md: data source, presets, number of runs, files, and the command that rebuilds it."
     files_ = '\n'.join(f'- `{Path(p).relative_to(out)}`' for p in paths)
     return (f"# Results report\n\n{data_label(df)}; {len(df)} complete runs "
-            f"({', '.join(f'{k}: {len(v)}' for k, v in source_groups(df).items())}).\n\n"
+            f"({', '.join(f'{k}: {len(v)}' for k, v in source_groups(df).items())}). Coverage: {grid_coverage(df)}.\n\n"
             f"Rebuild: `dphpe report --runs {runs} --out {out}` (the runs themselves: "
             f"{', '.join(f'`dphpe sweep --preset {p}`' for p in sorted(set(df.preset)))}, or `dphpe study` for an embedded preset)\n\nFiles (tables as `.csv` numbers and `.md`; "
             f"captions give the paper table, the data source and the preset):\n\n{files_}\n")
