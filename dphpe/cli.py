@@ -193,7 +193,7 @@ def cmd_bench(args):
         print(json.dumps(short(res['embedded']) if args.quick else {n: short(r) for n, r in res.items()})); return 0
     for name, r in res.items():
         print(f"{name} model ({configs[name]['backbone']}, {configs[name]['input_size'][0]}x{configs[name]['input_size'][1]}, batch {args.bs}, "
-              f"finetune): non-private step {r['nonprivate']['seconds']:.3f} s, {r['nonprivate']['peak_extra_mb']:.0f} MB")
+              f"finetune, on {r['nonprivate']['device']}): non-private step {r['nonprivate']['seconds']:.3f} s, {r['nonprivate']['peak_extra_mb']:.0f} MB")
         for m in METHODS: print(f"  {m:<20}time x{r[m]['time_ratio']:.2f}   memory x{r[m]['mem_ratio']:.2f}")
         print(f"  projection refresh: {100 * r['projection_refresh_fraction']:.1f}% of the step time it serves (every 50 steps)")
     return 0

@@ -73,7 +73,7 @@ class MaskView(PublicView):
         if mask is None or bool((mask == NO_MASK).all()):
             raise ValueError("The mask view needs per-pixel label maps (batch['mask']); this dataset has none. "
                              "Use the synthetic data (which writes masks) or a blur/pixelate view.")
-        keep = torch.isin(mask.long(), torch.tensor(self.public)).unsqueeze(1).to(images.dtype)
+        keep = torch.isin(mask.long(), torch.tensor(self.public, device=mask.device)).unsqueeze(1).to(images.dtype)
         return images * keep + self.fill * (1 - keep)
 
 # %% ../nbs/03_features.ipynb #41cf77e9

@@ -17,6 +17,7 @@ from .features import public_view
 from .privacy import PrivacyPlan
 from fastai.data.core import DataLoaders
 from fastai.optimizer import OptimWrapper
+from fastai.torch_core import default_device
 from functools import partial
 
 # %% auto #0
@@ -134,14 +135,17 @@ class PrivateStep(Callback):
     def dp(self)->PoseDPOptimizer: return self.learn.opt.opt
     @property
     def spub(self)->tuple:
-        "S_pub as one batch (images, joints, visible, index, mask), read once: its crops never change."
-        if getattr(self, '_spub_of', None) is not self.public:
-            self._spub, self._spub_of = pose_batch([self.public[i] for i in range(len(self.public))]), self.public
+        "S_pub as one batch (images, joints, visible, index, mask) on the model's device, read once: its crops never change."
+        key = (self.public, self.dp.params[0].device)
+        if getattr(self, '_spub_of', None) != key:
+            self._spub, self._spub_of = tuple(t.to(key[1]) for t in pose_batch([self.public[i] for i in range(len(self.public))])), key
         return self._spub
     def before_fit(self):
         if self.n_epoch * self.spe > self.plan.steps:
             raise ValueError(f"{self.n_epoch} epochs are {self.n_epoch * self.spe} steps, more than the {self.plan.steps} the privacy "
                              f"budget (ε={self.plan.epsilon}) was calibrated for; calibrate a plan for these epochs.")
+        dev = self.dp.params[0].device  # fastai's `TrainEvalCallback` (order -10) has moved the model to its device
+        if self.dp.generator.device != dev: self.dp.generator = torch.Generator(dev)  # noise is drawn beside the parameters; seeded per epoch
     def before_epoch(self):
         self.steps = self.epoch * self.spe  # every epoch is exactly 1/q steps: a resumed run knows what it spent
         self.dp.generator.manual_seed(self.seed * 100_003 + self.epoch + 7)
@@ -232,32 +236,39 @@ def private_learner(model:PoseModel, # model with its strategy set
     return learn
 
 # %% ../nbs/09_methods.ipynb #1a524474
+def _peak_bytes(dev:torch.device)->int:
+    "Peak memory of this process so far: what the CUDA allocator held on a GPU, resident memory on a CPU."
+    return torch.cuda.max_memory_allocated(dev) if dev.type == 'cuda' else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
 def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, queue):
     "Child process: median step seconds and peak extra memory (bytes) of `method` ('nonprivate' or a `METHODS` key)."
     torch.set_num_threads(threads); torch.manual_seed(0)
     from dphpe.model import pose_model, set_strategy
-    model = set_strategy(pose_model(backbone, 16, input_size), strategy).train()
+    dev = default_device()
+    sync = torch.cuda.synchronize if dev.type == 'cuda' else (lambda: None)  # time the GPU's work, not its queueing
+    model = set_strategy(pose_model(backbone, 16, input_size), strategy).train().to(dev)
     H, W = input_size
-    x, j, v = torch.rand(bs, 3, H, W), torch.rand(bs, 16, 2) * torch.tensor([W, H]) * .9, torch.ones(bs, 16)
+    x, j, v = (a.to(dev) for a in (torch.rand(bs, 3, H, W), torch.rand(bs, 16, 2) * torch.tensor([W, H]) * .9, torch.ones(bs, 16)))
     t, params = simcc_targets(j, input_size), [p for p in model.parameters() if p.requires_grad]
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # the model and batch; the method's state counts
+    base = _peak_bytes(dev)  # the model and batch; the method's state counts
     adamw = torch.optim.AdamW(params, lr=1e-5)
     if method == 'nonprivate':
         def step(): adamw.zero_grad(); simcc_loss(model(x), t, v).backward(); adamw.step()
     else:
         spec = METHODS[method]
         dp = PoseDPOptimizer(adamw, noise_multiplier=1., max_grad_norm=.01, expected_batch_size=bs, public_weight=spec['public_weight'],
-                             subspace=PublicSubspace(k).fit(torch.randn(m, sum(p.numel() for p in params))) if spec['project'] else None)
+                             subspace=PublicSubspace(k).fit(torch.randn(m, sum(p.numel() for p in params)).to(dev)) if spec['project'] else None)
         view = public_view(spec['view'], input_size) if spec['view'] else None
-        mask = torch.randint(0, 4, (bs, H, W), dtype=torch.uint8)
+        mask = torch.randint(0, 4, (bs, H, W), dtype=torch.uint8).to(dev)
         def step(): private_update(dp, *private_gradients(model, x, t, v, (view({'image': x, 'mask': mask}), t, v) if view else None))
-    step()  # warm-up
+    step(); sync()  # warm-up
     ts = []
-    for _ in range(repeats): s = time.perf_counter(); step(); ts.append(time.perf_counter() - s)
-    res = {'seconds': statistics.median(ts), 'peak_extra_bytes': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base}
+    for _ in range(repeats): s = time.perf_counter(); step(); sync(); ts.append(time.perf_counter() - s)
+    res = {'seconds': statistics.median(ts), 'peak_extra_bytes': _peak_bytes(dev) - base, 'peak_bytes': _peak_bytes(dev),
+           'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}
     if method == 'projection':  # the refresh: m public per-sample gradients, then the Gram eigendecomposition
-        xp, tp = torch.rand(m, 3, H, W), simcc_targets(torch.rand(m, 16, 2) * torch.tensor([W, H]) * .9, input_size)
-        s = time.perf_counter(); PublicSubspace(k).fit(public_gradients(model, xp, tp, torch.ones(m, 16)))
+        xp, jp = (a.to(dev) for a in (torch.rand(m, 3, H, W), torch.rand(m, 16, 2) * torch.tensor([W, H]) * .9))
+        s = time.perf_counter(); PublicSubspace(k).fit(public_gradients(model, xp, simcc_targets(jp, input_size), torch.ones(m, 16, device=dev))); sync()
         res['refresh_seconds'] = time.perf_counter() - s
     queue.put(res)
 
@@ -274,10 +285,14 @@ def method_costs(backbone:str='tinyvit_embedded', # a key of `BACKBONES`
     for method in ['nonprivate', *METHODS]:
         q = ctx.Queue()
         p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), q))
-        p.start(); out[method] = q.get(); p.join()
+        p.start(); p.join()  # the result is a small dict: it fits the queue's pipe, so joining first cannot deadlock
+        if p.exitcode: raise RuntimeError(f"Benchmarking {method!r} failed in its process (exit code {p.exitcode}); its traceback is above.")
+        out[method] = q.get()
     ref = out['nonprivate']
     res = {meth: {'time_ratio': r['seconds'] / ref['seconds'], 'mem_ratio': r['peak_extra_bytes'] / max(ref['peak_extra_bytes'], 1),
-                  'seconds': r['seconds'], 'peak_extra_mb': r['peak_extra_bytes'] / 2**20} for meth, r in out.items() if meth != 'nonprivate'}
-    res['nonprivate'] = {'seconds': ref['seconds'], 'peak_extra_mb': ref['peak_extra_bytes'] / 2**20}
+                  'seconds': r['seconds'], 'peak_extra_mb': r['peak_extra_bytes'] / 2**20, 'peak_mb': r['peak_bytes'] / 2**20}
+           for meth, r in out.items() if meth != 'nonprivate'}
+    res['nonprivate'] = {'seconds': ref['seconds'], 'peak_extra_mb': ref['peak_extra_bytes'] / 2**20, 'peak_mb': ref['peak_bytes'] / 2**20,
+                         'device': ref['device']}
     res['projection_refresh_fraction'] = out['projection']['refresh_seconds'] / (refresh * out['projection']['seconds'])
     return res

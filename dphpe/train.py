@@ -11,6 +11,7 @@ from fastai.learner import Learner, Metric
 from fastai.data.core import DataLoaders
 from fastai.callback.core import Callback
 from fastai.optimizer import OptimWrapper
+from fastai.torch_core import default_device
 from fastai.callback.schedule import ParamScheduler, SchedNo, combine_scheds, combined_cos
 import os, time
 from pathlib import Path
@@ -125,10 +126,11 @@ def predict(model:PoseModel, # trained pose model
             ds:PoseDataset, # crops to predict (not augmented)
             bs:int=64, # batch size
            )->np.ndarray:
-    "(N, J, 2) predicted joints of every person of `ds`, in original image coordinates."
-    model.eval()
+    "(N, J, 2) predicted joints of every person of `ds`, in original image coordinates, on fastai's `default_device()`."
+    dev = default_device()
+    model.eval().to(dev)
     dl = DataLoader(ds, bs, shuffle=False, collate_fn=pose_batch)
-    pred = np.concatenate([decode(model(xb), model.head.k).numpy() for xb, *_ in dl])
+    pred = np.concatenate([decode(model(xb.to(dev)), model.head.k).cpu().numpy() for xb, *_ in dl])
     return image_coords(pred, ds.persons, ds.input_size)
 
 # %% ../nbs/06_train.ipynb #9638fe1d
@@ -198,7 +200,7 @@ def restore(learn:Learner, # the learner to load into
     if ck['n_epoch'] != epochs or ck['meta'] != (meta or {}):
         raise ValueError(f"Checkpoint {fname} belongs to another run ({ck['n_epoch']} epochs, {ck['meta']}), not this one "
                          f"({epochs} epochs, {meta or {}}). Delete it, or pass resume=False to start over.")
-    learn.model.load_state_dict(ck['model'])
+    learn.model.to(getattr(learn.dls, 'device', default_device())).load_state_dict(ck['model'])  # fastai's training device
     learn.create_opt(); learn.opt.load_state_dict(ck['opt'])
     return ck
 
