@@ -59,7 +59,7 @@ HUMANART_GRID = (Block('humanart', ('nonprivate',), ('finetune',)),
                  Block('humanart', ('feature_projection',), ('finetune',), ALL_C),
                  Block('humanart', ('feature_projection',), ('finetune_full',), (.1, .01)))
 
-PAPER_METHODS = tuple(m for m in METHODS if m != 'maskdp')  # MaskDP needs per-pixel label maps, which real MPII lacks
+PAPER_METHODS = tuple(m for m, spec in METHODS.items() if spec['view'] != 'mask')  # the mask view needs per-pixel label maps, which real MPII lacks
 
 CPU_TRAIN = replace(TRAIN_PRESETS['quick'], epochs=1, pretrain_epochs=5)  # what fits a 2-core CPU: 1 epoch of ≤ 1,000 persons per run
 

@@ -264,7 +264,8 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
     step(); sync()  # warm-up
     ts = []
     for _ in range(repeats): s = time.perf_counter(); step(); sync(); ts.append(time.perf_counter() - s)
-    res = {'seconds': statistics.median(ts), 'peak_extra_bytes': _peak_bytes(dev) - base, 'peak_bytes': _peak_bytes(dev),
+    peak = _peak_bytes(dev)
+    res = {'seconds': statistics.median(ts), 'peak_extra_bytes': peak - base, 'peak_bytes': peak,
            'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}
     if method == 'projection':  # the refresh: m public per-sample gradients, then the Gram eigendecomposition
         xp, jp = (a.to(dev) for a in (torch.rand(m, 3, H, W), torch.rand(m, 16, 2) * torch.tensor([W, H]) * .9))

@@ -34,6 +34,7 @@ from .features import public_view
 from .model import STRATEGIES
 from .methods import METHODS as PRIVATE_METHODS
 from .experiment import read_metrics, STUDY_PRESETS
+from .sweep import grid
 
 # %% ../nbs/12_report.ipynb #d3c4a5ce
 def complete_run(path:Path, # a run's metrics.json
@@ -513,19 +514,19 @@ ORDERING_METRIC = {'mpii': ('Mean', 'Mean', 'Mean PCKh@0.5', 'real MPII'),
                    'humanart': ('coco_AP', 'OKS AP', 'OKS AP', 'real Human-Art')} # ours, paper's column, name, paper's data
 
 def mean_lookup(dp:pd.DataFrame, # rows with method, strategy, C, epsilon and `col`
-                base:pd.DataFrame, # rows with strategy, features and `col`
+                base:pd.DataFrame=None, # rows with strategy, features and `col` (None: no baselines)
                 col:str='Mean', # the metric looked up
                ):
     "`at(method, strategy, C, ε)` or `at('nonprivate', strategy, features)`: the mean `col` there, NaN if absent."
-    s = {**dp.groupby(['method', 'strategy', 'C', 'epsilon'])[col].mean().to_dict(),
-         **{('nonprivate', *k): v for k, v in base.groupby(['strategy', 'features'])[col].mean().to_dict().items()}}
+    s = dp.groupby(['method', 'strategy', 'C', 'epsilon'])[col].mean().to_dict()
+    if base is not None: s.update({('nonprivate', *k): v for k, v in base.groupby(['strategy', 'features'])[col].mean().to_dict().items()})
     return lambda *key: s.get(key, np.nan)
 
 def paper_lookup(dataset:str)->callable:
     "`mean_lookup` into the paper's numbers for `dataset`, keyed by our method names."
     col = ORDERING_METRIC[dataset][1]
     dp = pd.concat([paper_rows(dataset, m).assign(method=m) for m in METHODS])
-    return mean_lookup(dp, paper_rows(dataset, 'nonprivate') if dataset == 'mpii' else dp.iloc[:0].assign(features=''), col)
+    return mean_lookup(dp, paper_rows(dataset, 'nonprivate') if dataset == 'mpii' else None, col)  # no Human-Art baselines in the paper
 
 def orderings(df:pd.DataFrame, # rows of `collect_runs`
               dataset:str='mpii', # 'mpii' or 'humanart'
@@ -591,11 +592,12 @@ def write_source(df:pd.DataFrame, # runs of one data source
 def grid_coverage(df:pd.DataFrame, # rows of `collect_runs`
                  )->str:
     "Per preset: how many of its grid's runs (configurations × seeds) the report holds."
-    from dphpe.sweep import grid
-    size = lambda p: len(grid(p, data='.' if STUDY_PRESETS[p].data == 'real' else None))
-    say = lambda p, n: (f"{p}: {n} runs" if p not in STUDY_PRESETS else f"{p}: {n} of {size(p)} runs of its grid"
-                        + ('' if n == size(p) else ' (a partial sweep: the tables show only what ran)'))
-    return '; '.join(say(p, len(d)) for p, d in df.groupby('preset', sort=True))
+    says = []
+    for p, d in df.groupby('preset', sort=True):
+        if p not in STUDY_PRESETS: says.append(f"{p}: {len(d)} runs"); continue
+        n = len(grid(p, data='.' if STUDY_PRESETS[p].data == 'real' else None))  # expanding a grid checks every run: once per preset
+        says.append(f"{p}: {len(d)} of {n} runs of its grid" + ('' if len(d) == n else ' (a partial sweep: the tables show only what ran)'))
+    return '; '.join(says)
 
 # %% ../nbs/12_report.ipynb #5808a20f
 def report_readme(df:pd.DataFrame, # all runs reported
