@@ -423,7 +423,7 @@ def composite(order:list, # primitives in draw order, from `rasterise`
               ids:np.ndarray, # id map from `rasterise`
               bg:np.ndarray, # (H, W, 3) background in [0, 1]
               shade:bool=True, # Lambert/cylinder shading (False: flat colours)
-              light:np.ndarray=LIGHT, # light direction, camera coordinates
+              light:tuple=tuple(LIGHT.tolist()), # light direction, camera coordinates (x, y, z)
              )->tuple:
     "Colour every primitive's pixels over `bg`; returns (image (H, W, 3) float, labels (H, W) uint8)."
     img, lab = bg.copy(), np.zeros(ids.shape, np.uint8)
