@@ -94,15 +94,14 @@ def param_value(s:str):
     return {'None': None, 'True': True, 'False': False}.get(s, s)
 
 def cmd_run(args):
-    "`dphpe run`: one configuration, executed as the experiment notebook by papermill."
-    from papermill.exceptions import PapermillExecutionError
+    "`dphpe run`: one configuration, the experiment notebook executed by papermill in a process of its own."
     from dphpe.experiment import run_params, run_name
     from dphpe.sweep import execute_run
     params = {'preset': 'quick', **{k: param_value(v) for k, v in args.param}}
     p = run_params(**params)  # a bad configuration fails here, before papermill starts
     out = Path(args.out or Path(args.runs)/p['preset']/run_name(p))
-    try: m = execute_run(params, out, args.log_output)
-    except PapermillExecutionError as e: return _fail(f"run {run_name(p)} failed: {e.ename}: {e.evalue} (the executed notebook is {out/'run.ipynb'})")
+    try: m = execute_run(params, out, log=not args.log_output)
+    except RuntimeError as e: return _fail(e.args[0])
     eps = f", epsilon spent {m['privacy']['epsilon_rdp']:.3f} (RDP) / {m['privacy']['epsilon_prv']:.3f} (PRV)" if m['privacy'] else ''
     print(f"{m['name']}: {m['metric']} Mean {m['scores']['Mean']:.2f}{eps}, {m['seconds']:.0f} s of training -> {out}")
     return 0
@@ -220,7 +219,7 @@ def parser()->argparse.ArgumentParser:
     r = sub.add_parser('run', help='one configuration: the experiment notebook executed by papermill')
     r.add_argument('-p', '--param', nargs=2, action='append', default=[], metavar=('NAME', 'VALUE'), help='a run parameter (see dphpe.experiment.RUN_PARAMETERS)')
     r.add_argument('--out', default=None, help='run directory (default RUNS/<preset>/<run name>)'); r.add_argument('--runs', default='runs')
-    r.add_argument('--log-output', dest='log_output', action='store_true', help="echo the notebook's output"); r.set_defaults(func=cmd_run)
+    r.add_argument('--log-output', dest='log_output', action='store_true', help="show the notebook's output here instead of in log.txt"); r.set_defaults(func=cmd_run)
     sw = sub.add_parser('sweep', help="every missing run of a preset's grid, in parallel processes")
     sw.add_argument('--preset', required=True, help='tiny, quick, full, paper-mpii or paper-humanart'); sw.add_argument('--jobs', type=int, default=None)
     sw.add_argument('--runs', default=None, help='folder of the run directories (default runs/<preset>)')

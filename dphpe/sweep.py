@@ -4,17 +4,23 @@
 
 # %% ../nbs/11_sweep.ipynb #4730cc92
 from __future__ import annotations
-import os, signal, subprocess, sys, time
+import json, os, signal, time
+import multiprocessing as mp
 from collections import deque
 from itertools import product
 from pathlib import Path
+import nbformat, torch
+import papermill as pm
+from papermill.engines import Engine, papermill_engines
+from execnb.shell import CaptureShell
 from fastprogress.fastprogress import progress_bar
 import dphpe
 from .experiment import STUDY_PRESETS, RUN_PARAMETERS, run_params, run_name, read_metrics, data_root
 from .pretrain import public_pretraining
 
 # %% auto #0
-__all__ = ['grid', 'select', 'experiment_notebook', 'execute_run', 'launch_run', 'plan_sweep', 'prepare', 'sweep']
+__all__ = ['grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes', 'launch_run', 'notebook_error',
+           'execute_run', 'plan_sweep', 'prepare', 'sweep']
 
 # %% ../nbs/11_sweep.ipynb #eb1b4aff
 def grid(preset:str, # a key of `STUDY_PRESETS`
@@ -52,42 +58,97 @@ def experiment_notebook()->Path:
                                                 "install dphpe from a clone with `pip install -e .`.")
     return nb
 
-def execute_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
-                out:Path, # run directory
-                log_output:bool=False, # echo the notebook's output (the sweep's logs)
-               )->dict:
-    "Run the experiment notebook with papermill for `params` into `out`; return its metrics."
-    import papermill as pm
-    out, nb = Path(out).resolve(), experiment_notebook()
-    out.mkdir(parents=True, exist_ok=True)
-    pm.execute_notebook(nb, out/'run.ipynb', parameters={**params, 'out': str(out)}, cwd=nb.parent, kernel_name='python3',
-                        progress_bar=False, log_output=log_output)
-    return read_metrics(out)
+# %% ../nbs/11_sweep.ipynb #b3605a41
+def _output(o:dict, # an output as execnb's `CaptureShell.run` returns it
+            count:int, # the cell's execution count
+           )->nbformat.NotebookNode:
+    "The output as a kernel's would be held in memory: multi-line text joined, a result numbered."
+    join = lambda v: ''.join(v) if isinstance(v, list) and all(isinstance(s, str) for s in v) else v
+    o = {**o, **({'execution_count': count} if o['output_type'] == 'execute_result' else {})}
+    if 'text' in o: o['text'] = join(o['text'])
+    if 'data' in o: o['data'] = {k: join(v) for k, v in o['data'].items()}
+    return nbformat.from_dict(o)
+
+def _echo(outputs:list):
+    "Print the text of cell `outputs` (a run's log)."
+    for o in outputs:
+        text = o.get('text') or ''.join(o.get('traceback', [])) or o.get('data', {}).get('text/plain', '')
+        if text: print(text, end='' if text.endswith('\n') else '\n', flush=True)
+
+class InProcessEngine(Engine):
+    "papermill engine that runs a notebook's code cells in an IPython shell in this process, not in a new kernel."
+    @classmethod
+    def execute_managed_notebook(cls, nb_man, kernel_name, log_output:bool=False, **kwargs):
+        shell, count = CaptureShell(mpl_format='png'), 0
+        for i, cell in enumerate(nb_man.nb.cells):
+            if cell.cell_type != 'code': continue
+            nb_man.cell_start(cell, i)
+            count += 1
+            cell.outputs, cell.execution_count = [_output(o, count) for o in shell.run(cell.source)], count
+            if log_output: _echo(cell.outputs)
+            if shell.exc is not None: nb_man.cell_exception(cell, i, exception=shell.exc)
+            nb_man.cell_complete(cell, i)
+            if shell.exc is not None: break  # papermill then raises `PapermillExecutionError` from the error output
+
+papermill_engines.register('dphpe', InProcessEngine)
 
 # %% ../nbs/11_sweep.ipynb #d38fc90d
+def run_processes():
+    "The `multiprocessing` context runs start from: a fork server that has imported `dphpe.sweep` (spawn where there is none)."
+    if 'forkserver' not in mp.get_all_start_methods(): return mp.get_context('spawn')
+    ctx = mp.get_context('forkserver')
+    ctx.set_forkserver_preload(['dphpe.sweep'])  # takes effect when the server starts, with the first run
+    return ctx
+
 def _die_with_parent():
-    "In the child before exec: ask Linux to SIGTERM it when the sweep that started it dies."
+    "Ask Linux to SIGTERM this process when its parent (the fork server, which exits with the sweep) dies."
     try:
         import ctypes
         ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError: pass  # not Linux: runs outlive a killed sweep and finish on their own
 
-def _arg(v)->str: return 'None' if v is None else repr(v) if isinstance(v, float) else str(v)
+def _run_process(params:dict, out:Path, threads:int, log:bool):
+    "The body of a run's process: log to `out/log.txt`, die with the sweep, execute the notebook with `InProcessEngine`."
+    if log:
+        fd = os.open(out/'log.txt', os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        for std in (1, 2): os.dup2(fd, std)
+    _die_with_parent(); torch.set_num_threads(threads)
+    nb = experiment_notebook()
+    pm.execute_notebook(nb, out/'run.ipynb', parameters={**params, 'out': str(out)}, cwd=nb.parent, engine_name='dphpe',
+                        progress_bar=False, log_output=True)
 
 def launch_run(params:dict, # run parameters, from `grid`
                out:Path, # run directory
-               threads:int=1, # torch/OpenMP threads of the run
-              )->subprocess.Popen:
-    "Start papermill on the experiment notebook for `params` in its own process, logging to `out/log.txt`."
-    out, nb = Path(out).resolve(), experiment_notebook()
+               threads:int=1, # torch threads of the run
+               log:bool=True, # append the run's output to `out/log.txt` (else it goes where this process's does)
+              )->mp.Process:
+    "Start the experiment notebook for `params` in a process of its own; return the started process."
+    out, name = Path(out).resolve(), run_name(run_params(**params))  # a bad configuration fails here, before any process starts
     out.mkdir(parents=True, exist_ok=True)
-    args = [a for k, v in {**params, 'out': str(out)}.items() for a in ('-p', k, _arg(v))]
-    cmd = [sys.executable, '-m', 'papermill', str(nb), str(out/'run.ipynb'), *args, '--cwd', str(nb.parent), '-k', 'python3',
-           '--log-output', '--no-progress-bar']
-    env = {**os.environ, 'OMP_NUM_THREADS': str(threads), 'MKL_NUM_THREADS': str(threads)}
-    with open(out/'log.txt', 'a') as log:
-        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} papermill {' '.join(args)}\n"); log.flush()
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+    if log:
+        with open(out/'log.txt', 'a') as f: f.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} run {name} {params}\n")
+    from dphpe.sweep import _run_process  # by reference from the package, also when this is called from a notebook
+    proc = run_processes().Process(target=_run_process, args=(params, out, threads, log), name=name)
+    proc.start()
+    return proc
+
+def notebook_error(path:Path)->str|None:
+    "'ename: evalue' of the failing cell of the executed notebook at `path`, or None."
+    try: cells = nbformat.read(path, as_version=4).cells
+    except (OSError, ValueError): return None
+    return next((f"{o.ename}: {o.evalue}" for c in cells for o in c.get('outputs', []) if o.output_type == 'error'), None)
+
+def execute_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
+                out:Path, # run directory
+                log:bool=True, # output to `out/log.txt` (else here)
+               )->dict:
+    "Run the experiment notebook for `params` into `out` in a process of its own and wait; return its metrics."
+    out = Path(out).resolve()
+    proc = launch_run(params, out, os.cpu_count() or 1, log); proc.join()
+    if (m := read_metrics(out)) is None:
+        why = notebook_error(out/'run.ipynb') or f"its process exited with code {proc.exitcode}"
+        raise RuntimeError(f"run {proc.name} failed: {why} (see {out/'run.ipynb'}" + (f" and {out/'log.txt'})" if log else ")"))
+    return m
 
 # %% ../nbs/11_sweep.ipynb #a0b3321c
 def plan_sweep(runs:list, # run parameters, from `grid`/`select`
@@ -114,8 +175,8 @@ def _schedule(todo, root, jobs, threads, retries, ok, failed):
             p, attempt = queue.popleft()
             running[launch_run(p, Path(root)/run_name(p), threads)] = (p, attempt)
         time.sleep(.2)
-        for proc in [r for r in running if r.poll() is not None]:
-            p, attempt = running.pop(proc)
+        for proc in [r for r in running if r.exitcode is not None]:
+            p, attempt = running.pop(proc); proc.close()
             if read_metrics(Path(root)/run_name(p)) is not None: ok.append(p); yield p
             elif attempt < retries: queue.append((p, attempt + 1))  # resumes from its checkpoint
             else: failed.append(p); yield p

@@ -75,3 +75,13 @@ def test_dphpe_run_one_configuration(tmp_path):
     assert m['privacy']['epsilon_rdp'] <= 0.2 * 1.001 and 'epsilon spent' in r.stdout
     nb = json.loads((tmp_path/'one'/'run.ipynb').read_text())
     assert nb['metadata']['papermill']['parameters']['epsilon'] == 0.2  # papermill saved the executed notebook beside the results
+
+
+def test_dphpe_run_failure_is_one_line(tmp_path):
+    (tmp_path/'bad').mkdir(); (tmp_path/'bad'/'checkpoint.pth').write_text('not a checkpoint')
+    r = subprocess.run([*DPHPE, 'run', '-p', 'preset', 'tiny', '-p', 'method', 'dpsgd', '--out', str(tmp_path/'bad')],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and 'Traceback' not in r.stderr, r.stderr[-2000:]
+    err = r.stderr.strip().splitlines()[-1]  # (lines above it: library warnings at import)
+    assert err.startswith('dphpe: error: run mpii-dpsgd-finetune-C0.01-eps0.8-s0 failed: UnpicklingError'), r.stderr
+    assert str(tmp_path/'bad'/'log.txt') in err and 'Traceback' in (tmp_path/'bad'/'log.txt').read_text()
