@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_sweep.ipynb #4730cc92
 from __future__ import annotations
-import json, os, signal, time
+import os, signal, time
 import multiprocessing as mp
 from collections import deque
 from itertools import product
