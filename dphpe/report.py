@@ -549,7 +549,7 @@ def ordering_overview(od:pd.DataFrame, # from `orderings`
     "Per kind of claim: in how many blocks it holds, on ours and on the paper's numbers ('holds in k of n blocks')."
     if od.empty: return od
     held = lambda v: [s.startswith('holds') for s in v if s != 'n/a']
-    count = lambda v: f"{sum(held(v))} of {len(held(v))}"
+    count = lambda v: f"{sum(held(v))} of {len(held(v))}" if held(v) else '–'  # '–': not checkable (e.g. MaskDP on the paper's side)
     return od.drop(columns='claim').groupby(od.claim.map(claim_kind), sort=False).agg(count).rename_axis('claim').reset_index()
 
 # %% ../nbs/12_report.ipynb #d722e738
