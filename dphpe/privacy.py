@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_privacy.ipynb #10692abe
 from __future__ import annotations
-import math
+import math, warnings
 from dataclasses import dataclass, asdict
 from opacus.accountants import RDPAccountant, PRVAccountant
 from opacus.accountants.utils import get_noise_multiplier
@@ -54,8 +54,10 @@ class PrivacyPlan:
         if not 0 < sample_rate <= 1: raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate!r}.")
         if steps < 1: raise ValueError(f"steps must be at least 1, got {steps!r}.")
         if accountant not in ACCOUNTANTS: raise ValueError(f"Unknown accountant {accountant!r}; choose 'rdp' or 'prv'.")
-        sigma = get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate, steps=steps,
-                                     accountant=accountant, epsilon_tolerance=epsilon * 1e-3)
+        with warnings.catch_warnings():  # trial σ's far above the answer peak at the largest RDP order
+            warnings.filterwarnings('ignore', message='Optimal order is the largest alpha')
+            sigma = get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sample_rate, steps=steps,
+                                         accountant=accountant, epsilon_tolerance=epsilon * 1e-3)
         return cls(epsilon, delta, sample_rate, steps, float(sigma), accountant)
     def spent(self, steps:int=None, accountant:str=None)->float:
         "ε spent after `steps` (default: all) under `accountant` (default: the plan's)."
