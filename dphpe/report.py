@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_report.ipynb #6bbb54e7
 from __future__ import annotations
-import itertools, json, warnings
+import functools, itertools, json, warnings
 from importlib.resources import files
 from pathlib import Path
 import numpy as np, pandas as pd
@@ -19,7 +19,7 @@ __all__ = ['PRIVACY', 'FACTS', 'METHODS', 'METHOD_NAMES', 'DATASET_NAMES', 'ORDE
            'vs_paper', 'write_tables', 'baselines', 'present', 'fig2_panel', 'fig2_legend', 'figure2', 'pick_C',
            'qualitative_runs', 'valid_persons', 'load_predictions', 'person_crop', 'pose_row', 'qualitative',
            'public_crops', 'views', 'source_kind', 'label_sources', 'summary_grid', 'summary_baselines', 'verdict',
-           'dp_claims', 'baseline_claims', 'mean_lookup', 'paper_lookup', 'orderings', 'claim_kind',
+           'dp_claims', 'baseline_claims', 'mean_lookup', 'paper_lookup', 'claim_rows', 'orderings', 'claim_kind',
            'ordering_overview', 'claim_gaps', 'at_a_glance', 'summary_markdown', 'source_groups', 'write_source',
            'grid_coverage', 'report_readme', 'write_report']
 
@@ -522,19 +522,27 @@ def mean_lookup(dp:pd.DataFrame, # rows with method, strategy, C, epsilon and `c
     if base is not None: s.update({('nonprivate', *k): v for k, v in base.groupby(['strategy', 'features'])[col].mean().to_dict().items()})
     return lambda *key: s.get(key, np.nan)
 
+@functools.lru_cache  # the paper's numbers are package data: read once
 def paper_lookup(dataset:str)->callable:
     "`mean_lookup` into the paper's numbers for `dataset`, keyed by our method names."
     col = ORDERING_METRIC[dataset][1]
     dp = pd.concat([paper_rows(dataset, m).assign(method=m) for m in METHODS])
     return mean_lookup(dp, paper_rows(dataset, 'nonprivate') if dataset == 'mpii' else None, col)  # no Human-Art baselines in the paper
 
+def claim_rows(df:pd.DataFrame, # rows of `collect_runs`
+               dataset:str, # 'mpii' or 'humanart'
+              )->tuple|None:
+    "(private runs, non-private runs) of `dataset`, or None when its ordering metric was not measured."
+    d = df[df.dataset == dataset]
+    return (d[d.method != 'nonprivate'], d[d.method == 'nonprivate']) if ORDERING_METRIC[dataset][0] in d else None
+
 def orderings(df:pd.DataFrame, # rows of `collect_runs`
               dataset:str='mpii', # 'mpii' or 'humanart'
              )->pd.DataFrame:
     "The paper's orderings on `dataset`, checked on our runs and on the paper's numbers at the same settings."
     ours_col, _, metric, source = ORDERING_METRIC[dataset]
-    d = df[df.dataset == dataset]; dp, base = d[d.method != 'nonprivate'], d[d.method == 'nonprivate']
-    if ours_col not in d: return pd.DataFrame(columns=['claim', 'ours', 'paper'])
+    if (split := claim_rows(df, dataset)) is None: return pd.DataFrame(columns=['claim', 'ours', 'paper'])
+    dp, base = split
     ours, paper = mean_lookup(dp, base, ours_col), paper_lookup(dataset)
     rows = [(text, verdict(*f(ours)), verdict(*f(paper))) for text, f in dp_claims(dp) + baseline_claims(base)]
     return pd.DataFrame(rows, columns=['claim', f'ours ({source_kind(df)}, {metric})', f'paper ({source}, {metric})'])
@@ -562,11 +570,9 @@ def claim_gaps(df:pd.DataFrame, # rows of `collect_runs`
                dataset:str='mpii', # 'mpii' or 'humanart'
               )->pd.DataFrame:
     "Per kind of claim: its mean gap x − y on ours (mean ± std over seeds of the per-seed gap, and the seeds) and on the paper's numbers."
-    ours_col = ORDERING_METRIC[dataset][0]
-    d = df[df.dataset == dataset]
-    if ours_col not in d or d.empty: return pd.DataFrame(columns=['claim', 'mean gap, ours', 'seeds', 'mean gap, paper'])
-    dp, base = d[d.method != 'nonprivate'], d[d.method == 'nonprivate']
-    at_seed = {s: mean_lookup(dp[dp.seed == s], base[base.seed == s], ours_col) for s in sorted(set(d.seed))}
+    if (split := claim_rows(df, dataset)) is None: return pd.DataFrame(columns=['claim', 'mean gap, ours', 'seeds', 'mean gap, paper'])
+    dp, base = split
+    at_seed = {s: mean_lookup(dp[dp.seed == s], base[base.seed == s], ORDERING_METRIC[dataset][0]) for s in sorted({*dp.seed, *base.seed})}
     paper, gaps = paper_lookup(dataset), {}
     for text, f in dp_claims(dp) + baseline_claims(base):
         g = gaps.setdefault(claim_kind(text), {'paper': [], **{s: [] for s in at_seed}})
@@ -580,12 +586,12 @@ def claim_gaps(df:pd.DataFrame, # rows of `collect_runs`
     return pd.DataFrame(rows, columns=['claim', 'mean gap, ours', 'seeds', 'mean gap, paper'])
 
 # %% ../nbs/12_report.ipynb #69a10aca
-def at_a_glance(df:pd.DataFrame, # rows of `collect_runs`
-                dataset:str='mpii', # 'mpii' or 'humanart'
+def at_a_glance(od:pd.DataFrame, # from `orderings`
+                gaps:pd.DataFrame, # from `claim_gaps`, on the same runs and dataset
                )->pd.DataFrame:
-    "`ordering_overview` of the paper's orderings on `dataset` beside their `claim_gaps`."
-    od = ordering_overview(orderings(df, dataset))
-    return od.merge(claim_gaps(df, dataset), on='claim', how='left') if len(od) else od
+    "`ordering_overview` of `od` beside the `claim_gaps` of the same claims."
+    ov = ordering_overview(od)
+    return ov.merge(gaps, on='claim', how='left') if len(ov) else ov
 
 def summary_markdown(df:pd.DataFrame)->str:
     "`summary.md`: finetune grid and baselines beside the paper's real-MPII Mean, and the paper's orderings checked."
@@ -593,14 +599,15 @@ def summary_markdown(df:pd.DataFrame)->str:
              "Mean PCKh@0.5 on MPII. Columns say where each number comes from: measured here on this report's runs, "
              "or printed in the paper (real data). Synthetic values cannot match the paper's (other images, smaller "
              "model); compare the orderings."]
+    om, oh = orderings(df), orderings(df, 'humanart')
     blocks = "a block is a strategy and C; for the C claims, a strategy"
     for title, t in (('Finetune, every method × C × ε run', summary_grid(df)),
                      ('Non-private baselines (Table 1 Mean)', summary_baselines(df)),
                      (f"The paper's orderings at a glance: in how many blocks each holds ({blocks}), and the mean gap in points of "
-                      "Mean PCKh@0.5 (ours: mean ± std over seeds of each seed's gap)", at_a_glance(df)),
-                     ("The paper's orderings on Human-Art at a glance (gaps in points of OKS AP)", at_a_glance(df, 'humanart')),
-                     ("The paper's orderings, block by block, checked on both", orderings(df)),
-                     ("The paper's orderings on Human-Art, block by block", orderings(df, 'humanart'))):
+                      "Mean PCKh@0.5 (ours: mean ± std over seeds of each seed's gap)", at_a_glance(om, claim_gaps(df))),
+                     ("The paper's orderings on Human-Art at a glance (gaps in points of OKS AP)", at_a_glance(oh, claim_gaps(df, 'humanart'))),
+                     ("The paper's orderings, block by block, checked on both", om),
+                     ("The paper's orderings on Human-Art, block by block", oh)):
         if len(t): parts += [f'## {title}', markdown_table(t if 'claim' in t else format_table(t))]
     return '\n\n'.join(parts) + '\n'
 
