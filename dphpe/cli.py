@@ -11,7 +11,7 @@ import numpy as np
 # %% auto #0
 __all__ = ['run_cli', 'synth_data', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value', 'cmd_run',
            'where_filter', 'cmd_sweep', 'cmd_report', 'data_root', 'train_config', 'cmd_pretrain', 'cmd_baselines',
-           'cmd_noise', 'cmd_bench', 'parser', 'main']
+           'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_noise', 'cmd_bench', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -67,7 +67,7 @@ def protocol_check(root:Path, # a synthetic dataset root from `make_synth`
 
 # %% ../nbs/90_cli.ipynb #8db8b623
 def cmd_study(args):
-    "`dphpe study`: data and protocol check, the sweep of the preset's grid, and the report, timed."
+    "`dphpe study`: data and protocol check, the sweep of the preset's grid and calibration, the report and the calibration checks, timed."
     from dphpe.experiment import STUDY_PRESETS
     from dphpe.sweep import sweep
     from dphpe.report import write_report
@@ -80,8 +80,10 @@ def cmd_study(args):
     for name, res in protocol_check(root).items():
         print(f"  {name:<20}" + ' '.join(f"{k} {float(v):6.2f}" for k,v in res.items()))
     runs, out = Path(args.runs)/args.preset, Path(args.figures)/args.preset
-    res = sweep(args.preset, runs, args.jobs)
-    files = write_report(runs, out)
+    res = sweep(args.preset, runs, args.jobs, blocks='all')  # the grid and the baselines that calibrated it
+    files = write_report(runs, out) + write_regime(args.preset, runs, out)
+    from dphpe.regime import write_calibration
+    files += write_calibration(json.loads((out/'regime.json').read_text()), runs, Path(args.figures)/'calibration'/args.preset)
     print(f"\nreport: {len(files)} files in {out} (tables, figures, README.md)\nstudy {args.preset!r}: {(time.time() - t0) / 60:.1f} min in all")
     return 1 if res['failed'] else 0
 
@@ -120,8 +122,10 @@ def cmd_sweep(args):
 def cmd_report(args):
     "`dphpe report`: tables and figures from run directories."
     from dphpe.report import write_report
+    from dphpe.experiment import STUDY_PRESETS
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/args.preset)
     files = write_report(runs, out)
+    if args.preset in STUDY_PRESETS and STUDY_PRESETS[args.preset].data != 'real': files += write_regime(args.preset, runs, out)
     print(f"{len(files)} files written to {out}:\n" + '\n'.join(f"  {f.name}" for f in files))
     return 0
 
@@ -166,6 +170,34 @@ def cmd_baselines(args):
     (runs/'table1.md').write_text(md + '\n')
     print(f"Table 1 layout ({'synthetic data' if not args.data else args.data}; measured):\n{md}\nresults in {runs}")
     return 0
+
+# %% ../nbs/90_cli.ipynb #5f9a838b
+def cmd_regime(args):
+    "`dphpe regime`: the preset's regime card beside the paper's."
+    from dphpe.regime import regime_card, regime_markdown, card_json
+    card = regime_card(args.preset, Path(args.runs or Path('runs')/args.preset), measure=not args.no_measure)
+    print(card_json(card) if args.json else regime_markdown(card), end='')
+    return 0
+
+def cmd_calibrate(args):
+    "`dphpe calibrate`: the preset's calibration runs (baselines only), then its card and checks."
+    from dphpe.sweep import sweep
+    from dphpe.regime import regime_card, write_calibration
+    runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/'calibration'/args.preset)
+    res = sweep(args.preset, runs, args.jobs, blocks='calibration')
+    files = write_calibration(regime_card(args.preset, runs), runs, out)
+    print((out/'checks.md').read_text() + f"\n{len(files)} files written to {out}")
+    return 1 if res['failed'] else 0
+
+def write_regime(preset:str, # the report's preset
+                 runs:Path, # its run directories
+                 out:Path, # its report folder
+                )->list:
+    "Write the preset's regime card (`regime.json`, `regime.md`) beside its report; return the files."
+    from dphpe.regime import regime_card, regime_markdown, card_json
+    card = regime_card(preset, runs)
+    (out/'regime.json').write_text(card_json(card)); (out/'regime.md').write_text(regime_markdown(card))
+    return [out/'regime.json', out/'regime.md']
 
 # %% ../nbs/90_cli.ipynb #439a4aeb
 def cmd_noise(args):
@@ -228,6 +260,14 @@ def parser()->argparse.ArgumentParser:
     rp = sub.add_parser('report', help='tables and figures rebuilt from run directories')
     rp.add_argument('--preset', default='quick', help='sets the defaults of --runs and --out'); rp.add_argument('--runs', default=None, help='default runs/<preset>')
     rp.add_argument('--out', default=None, help='default figures/<preset>'); rp.set_defaults(func=cmd_report)
+    rg = sub.add_parser('regime', help="where the preset's private runs sit, beside the paper's (the regime card)")
+    rg.add_argument('--preset', default='quick', help='a study preset'); rg.add_argument('--runs', default=None, help='its run directories (default runs/<preset>)')
+    rg.add_argument('--json', action='store_true', help='print the card as JSON'); rg.add_argument('--no-measure', dest='no_measure', action='store_true', help='skip the start-of-training measurement')
+    rg.set_defaults(func=cmd_regime)
+    cb = sub.add_parser('calibrate', help="the preset's calibration runs (non-private and DP-SGD only), its card and checks")
+    cb.add_argument('--preset', default='quick', help='a study preset'); cb.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
+    cb.add_argument('--runs', default=None, help='default runs/<preset>'); cb.add_argument('--out', default=None, help='default figures/calibration/<preset>')
+    cb.set_defaults(func=cmd_calibrate)
     nz = sub.add_parser('noise', help='noise multiplier for a target (epsilon, delta)')
     nz.add_argument('--epsilon', type=float, required=True); nz.add_argument('--delta', type=float, default=4e-5)
     nz.add_argument('--sample-rate', dest='sample_rate', type=float, required=True, help='Poisson rate q = B / |S_priv|')

@@ -20,10 +20,10 @@ from .privacy import check_budget, ACCOUNTANTS
 from .methods import METHODS, private_learner
 
 # %% auto #0
-__all__ = ['ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID', 'PAPER_METHODS', 'CPU_TRAIN', 'STUDY_PRESETS', 'RUN_PARAMETERS',
-           'DATASETS', 'Block', 'StudyPreset', 'run_params', 'run_name', 'data_root', 'dataset_persons', 'run_data',
-           'run_scores', 'write_json_atomic', 'read_metrics', 'versions', 'train_run', 'final_predictions',
-           'run_experiment']
+__all__ = ['ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID', 'PAPER_METHODS', 'REGIME_TRAIN', 'CALIBRATION', 'STUDY_PRESETS',
+           'RUN_PARAMETERS', 'DATASETS', 'Block', 'StudyPreset', 'run_params', 'run_name', 'data_root',
+           'dataset_persons', 'run_data', 'run_scores', 'write_json_atomic', 'read_metrics', 'versions', 'train_run',
+           'final_predictions', 'run_experiment']
 
 # %% ../nbs/10_experiment.ipynb #bce3cdf2
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class StudyPreset:
     private_limit: int = 0 # train on at most this many S_priv persons (0: all), to fit a CPU budget
     seeds: tuple = (0,) # seeds of every configuration
     grid: tuple = () # `Block`s the sweep runs
+    calibration: tuple = () # `Block`s of baselines only (non-private, DP-SGD) that chose the preset's settings
     def __post_init__(self):
         if self.data != 'real' and self.data not in SYNTH_PRESETS: raise ValueError(f"Unknown data preset {self.data!r}.")
 
@@ -61,14 +62,17 @@ HUMANART_GRID = (Block('humanart', ('nonprivate',), ('finetune',)),
 
 PAPER_METHODS = tuple(m for m, spec in METHODS.items() if spec['view'] != 'mask')  # the mask view needs per-pixel label maps, which real MPII lacks
 
-CPU_TRAIN = replace(TRAIN_PRESETS['quick'], epochs=1, pretrain_epochs=5)  # what fits a 2-core CPU: 1 epoch of ≤ 1,000 persons per run
+REGIME_TRAIN = TrainConfig('tinyvit_embedded_s16', (96, 64), bs=24, epochs=7, pretrain_epochs=10)  # regime-matched on 2 CPU cores (see above)
+CALIBRATION = (Block('mpii', ('nonprivate',), STRATEGIES), Block('mpii', ('dpsgd',), C=ALL_C, epsilon=(.2, .8)))  # baselines only
 
 STUDY_PRESETS = {
     'tiny':  StudyPreset('tiny', replace(TRAIN_PRESETS['tiny'], epochs=1, pretrain_epochs=1), m=16, k=8,
-                         grid=(Block('mpii', ('nonprivate',)), Block('mpii', tuple(METHODS), C=(.01,), epsilon=(.8,)))),
-    'quick': StudyPreset('quick', CPU_TRAIN, private_limit=1000,
-                         grid=(Block('mpii', ('nonprivate',)), Block('mpii', tuple(METHODS), C=ALL_C, epsilon=(.2, .8)))),
-    'full':  StudyPreset('quick', CPU_TRAIN, private_limit=1000, seeds=(0, 1, 2), grid=MPII_GRID + HUMANART_GRID),
+                         grid=(Block('mpii', ('nonprivate',)), Block('mpii', tuple(METHODS), C=(.01,), epsilon=(.8,))),
+                         calibration=(Block('mpii', ('nonprivate',)), Block('mpii', ('dpsgd',), C=(.01,), epsilon=(.8,)))),
+    'quick': StudyPreset('full', REGIME_TRAIN, private_limit=4000, calibration=CALIBRATION,
+                         grid=(Block('mpii', ('nonprivate',)), Block('mpii', tuple(METHODS), C=(1., .01), epsilon=(.2, .8)))),
+    'full':  StudyPreset('full', replace(REGIME_TRAIN, epochs=9), private_limit=5650, seeds=(0, 1, 2), calibration=CALIBRATION + HUMANART_GRID[:1],
+                         grid=MPII_GRID + HUMANART_GRID),
     'paper-mpii':     StudyPreset('real', TRAIN_PRESETS['real'], grid=(MPII_GRID[0], replace(MPII_GRID[1], methods=PAPER_METHODS))),
     'paper-humanart': StudyPreset('real', TRAIN_PRESETS['real'], grid=HUMANART_GRID),
 }

@@ -18,7 +18,8 @@ from torch.func import functional_call, vmap, grad, grad_and_value
 BACKBONES = {
     'tinyvit_5m': dict(embed_dims=(64,128,160,320), depths=(2,2,6,2), num_heads=(2,4,5,10), window_sizes=(7,7,14,7)),
     'tinyvit_embedded': dict(embed_dims=(32,64,96,128), depths=(1,1,2,1), num_heads=(1,2,3,4), window_sizes=(4,4,6,3)),
-}
+    'tinyvit_embedded_s16': dict(embed_dims=(32,64,96,128), depths=(1,1,2,1), num_heads=(1,2,3,4), window_sizes=(4,4,6,6), last_stride=1),
+} # `last_stride`: stride of the last stage's downsampling (timm: 2)
 
 # %% ../nbs/05_model.ipynb #d2341753
 def _group_norm(bn:nn.BatchNorm2d, groups:int=8)->nn.GroupNorm:
@@ -78,8 +79,9 @@ def pose_model(backbone:str='tinyvit_embedded', # a key of `BACKBONES`
     "A DP-ready TinyViT + SimCC pose model (random or ImageNet-initialised backbone)."
     if backbone not in BACKBONES: raise ValueError(f"Unknown backbone {backbone!r}; choose one of {sorted(BACKBONES)}.")
     if input_size[0] % 32 or input_size[1] % 32: raise ValueError(f"input_size {input_size} must be multiples of 32 (TinyViT downsamples by 32).")
-    bb = dp_ready(imagenet_tinyvit() if pretrained and backbone == 'tinyvit_5m' else
-                  TinyVit(num_classes=0, drop_path_rate=0., **BACKBONES[backbone]))
+    kw = dict(BACKBONES[backbone]); last_stride = kw.pop('last_stride', 2)
+    bb = dp_ready(imagenet_tinyvit() if pretrained and backbone == 'tinyvit_5m' else TinyVit(num_classes=0, drop_path_rate=0., **kw))
+    bb.stages[-1].downsample.conv2.conv.stride = (last_stride, last_stride)
     if pretrained and backbone != 'tinyvit_5m': raise ValueError("ImageNet weights exist for 'tinyvit_5m' only; use pretrained=False.")
     bb.head = nn.Identity()  # the classifier's norm never runs in forward_features: no untrainable leftovers
     return PoseModel(bb, SimCCHead(BACKBONES[backbone]['embed_dims'][-1], joints, input_size, k))

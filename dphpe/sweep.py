@@ -25,11 +25,13 @@ __all__ = ['grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_proc
 # %% ../nbs/11_sweep.ipynb #eb1b4aff
 def grid(preset:str, # a key of `STUDY_PRESETS`
          data:str=None, # dataset folder (real-data presets)
+         blocks:str='grid', # the preset's 'grid', its 'calibration' (the baselines that chose its settings), or 'all' of both
         )->list:
-    "The checked run parameters of every configuration × seed of `preset`'s grid, in a stable order."
+    "The checked run parameters of every configuration × seed of `preset`'s grid (or calibration, or both), in a stable order."
     if preset not in STUDY_PRESETS: raise ValueError(f"Unknown preset {preset!r}; choose one of {sorted(STUDY_PRESETS)}.")
+    if blocks not in ('grid', 'calibration', 'all'): raise ValueError(f"blocks must be 'grid', 'calibration' or 'all', got {blocks!r}.")
     pre, runs = STUDY_PRESETS[preset], {}
-    for b, seed in product(pre.grid, pre.seeds):
+    for b, seed in product(pre.calibration + pre.grid if blocks == 'all' else getattr(pre, blocks), pre.seeds):
         for method, strategy in product(b.methods, b.strategies):
             combos = [dict(features=f) for f in b.features] if method == 'nonprivate' else [dict(C=c, epsilon=e) for c, e in product(b.C, b.epsilon)]
             for c in combos:
@@ -188,10 +190,11 @@ def sweep(preset:str, # a key of `STUDY_PRESETS`
           data:str=None, # dataset folder (real-data presets)
           retries:int=1, # extra attempts of a failed run
           progress:bool=True, # progress bars
+          blocks:str='grid', # the preset's 'grid', 'calibration' or 'all' (see `grid`)
          )->dict:
     "Run every missing configuration of `preset`'s grid; return {'done', 'ran', 'failed'} lists of run names and the seconds taken."
     t0, root = time.time(), Path(runs or Path('runs')/preset)
-    done, todo = plan_sweep(select(grid(preset, data), where), root)
+    done, todo = plan_sweep(select(grid(preset, data, blocks), where), root)
     jobs = max(1, min(jobs or os.cpu_count(), len(todo) or 1))
     if progress: print(f"sweep {preset}: {len(done) + len(todo)} runs, {len(done)} done, {len(todo)} to run ({jobs} at a time) in {root}")
     if todo: prepare(todo, progress)

@@ -51,3 +51,20 @@ def test_pckh_errors_are_one_line(synth_root, tmp_path, pred, msg):
 def test_unknown_preset_is_clear():
     r = dphpe('data', 'synth', '--preset', 'huge')
     assert r.returncode == 2 and 'Traceback' not in r.stderr and 'huge' in r.stderr
+
+def test_regime_json_quick_without_measuring():
+    "The quick preset's regime card: the regime targets of the preset design, checked against the paper's card."
+    r = dphpe('regime', '--preset', 'quick', '--json', '--no-measure')
+    if r.returncode and 'not found' in r.stderr: pytest.skip(f'quick data not available: {r.stderr.strip()}')
+    assert r.returncode == 0, r.stderr
+    card = json.loads(r.stdout)
+    ours, paper = card['strategies']['finetune'], card['paper']['finetune']
+    assert card['preset'] == 'quick' and paper['T'] == 17_300 and paper['p'] == 3_331_364
+    assert ours['T'] >= 1000 and ours['n_over_sqrt_p'] >= 6
+    for e in ('0.2', '0.8'): assert 0.5 <= ours['run_snr'][e] / paper['run_snr'][e] <= 2
+    assert 0.5 <= ours['q_sqrt_T'] / paper['q_sqrt_T'] <= 2
+
+def test_regime_unknown_preset():
+    r = dphpe('regime', '--preset', 'huge', '--no-measure')
+    last = r.stderr.strip().splitlines()[-1]  # torch may print a deprecation warning first
+    assert r.returncode == 2 and last.startswith("dphpe: error: Unknown preset 'huge'") and 'Traceback' not in r.stderr
