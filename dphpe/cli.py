@@ -81,7 +81,7 @@ def cmd_study(args):
         print(f"  {name:<20}" + ' '.join(f"{k} {float(v):6.2f}" for k,v in res.items()))
     runs, out = Path(args.runs)/args.preset, Path(args.figures)/args.preset
     res = sweep(args.preset, runs, args.jobs, blocks='all')  # the grid and the baselines that calibrated it
-    files = write_report(runs, out) + write_regime(args.preset, runs, out)
+    files = write_report(runs, out) + write_regime(runs, out)
     from dphpe.regime import write_calibration
     files += write_calibration(json.loads((out/'regime.json').read_text()), runs, Path(args.figures)/'calibration'/args.preset)
     print(f"\nreport: {len(files)} files in {out} (tables, figures, README.md)\nstudy {args.preset!r}: {(time.time() - t0) / 60:.1f} min in all")
@@ -122,10 +122,9 @@ def cmd_sweep(args):
 def cmd_report(args):
     "`dphpe report`: tables and figures from run directories."
     from dphpe.report import write_report
-    from dphpe.experiment import STUDY_PRESETS
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/args.preset)
     files = write_report(runs, out)
-    if args.preset in STUDY_PRESETS and STUDY_PRESETS[args.preset].data != 'real': files += write_regime(args.preset, runs, out)
+    files += write_regime(runs, out)
     print(f"{len(files)} files written to {out}:\n" + '\n'.join(f"  {f.name}" for f in files))
     return 0
 
@@ -189,13 +188,16 @@ def cmd_calibrate(args):
     print((out/'checks.md').read_text() + f"\n{len(files)} files written to {out}")
     return 1 if res['failed'] else 0
 
-def write_regime(preset:str, # the report's preset
-                 runs:Path, # its run directories
+def write_regime(runs:Path, # run directories of a report
                  out:Path, # its report folder
                 )->list:
-    "Write the preset's regime card (`regime.json`, `regime.md`) beside its report; return the files."
+    "Write the regime card (`regime.json`, `regime.md`) of the one embedded preset the runs belong to beside its report; return the files."
+    from dphpe.experiment import STUDY_PRESETS
+    from dphpe.report import collect_runs
     from dphpe.regime import regime_card, regime_markdown, card_json
-    card = regime_card(preset, runs)
+    embedded = sorted(p for p in set(collect_runs(runs).preset) if p in STUDY_PRESETS and STUDY_PRESETS[p].data != 'real')
+    if len(embedded) != 1: return []  # real data, or several presets mixed: no single card describes the report
+    card = regime_card(embedded[0], runs)
     (out/'regime.json').write_text(card_json(card)); (out/'regime.md').write_text(regime_markdown(card))
     return [out/'regime.json', out/'regime.md']
 

@@ -47,6 +47,7 @@ class StudyPreset:
     seeds: tuple = (0,) # seeds of every configuration
     grid: tuple = () # `Block`s the sweep runs
     calibration: tuple = () # `Block`s of baselines only (non-private, DP-SGD) that chose the preset's settings
+    preregistered: str = '' # the commit ('Pre-register: …') that froze these settings before the methods under test ran
     def __post_init__(self):
         if self.data != 'real' and self.data not in SYNTH_PRESETS: raise ValueError(f"Unknown data preset {self.data!r}.")
 
@@ -69,9 +70,10 @@ STUDY_PRESETS = {
     'tiny':  StudyPreset('tiny', replace(TRAIN_PRESETS['tiny'], epochs=1, pretrain_epochs=1), m=16, k=8,
                          grid=(Block('mpii', ('nonprivate',)), Block('mpii', tuple(METHODS), C=(.01,), epsilon=(.8,))),
                          calibration=(Block('mpii', ('nonprivate',)), Block('mpii', ('dpsgd',), C=(.01,), epsilon=(.8,)))),
-    'quick': StudyPreset('full', REGIME_TRAIN, private_limit=4000, calibration=CALIBRATION,
+    'quick': StudyPreset('full', REGIME_TRAIN, private_limit=4000, calibration=CALIBRATION, preregistered='7aa0e3c',
                          grid=(Block('mpii', ('nonprivate',)), Block('mpii', tuple(METHODS), C=(1., .01), epsilon=(.2, .8)))),
     'full':  StudyPreset('full', replace(REGIME_TRAIN, epochs=9), private_limit=5650, seeds=(0, 1, 2), calibration=CALIBRATION + HUMANART_GRID[:1],
+                         preregistered='7aa0e3c',
                          grid=MPII_GRID + HUMANART_GRID),
     'paper-mpii':     StudyPreset('real', TRAIN_PRESETS['real'], grid=(MPII_GRID[0], replace(MPII_GRID[1], methods=PAPER_METHODS))),
     'paper-humanart': StudyPreset('real', TRAIN_PRESETS['real'], grid=HUMANART_GRID),

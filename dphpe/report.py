@@ -21,7 +21,7 @@ __all__ = ['PRIVACY', 'FACTS', 'METHODS', 'METHOD_NAMES', 'DATASET_NAMES', 'ORDE
            'public_crops', 'views', 'source_kind', 'label_sources', 'summary_grid', 'summary_baselines', 'verdict',
            'dp_claims', 'baseline_claims', 'mean_lookup', 'paper_lookup', 'claim_rows', 'orderings', 'claim_kind',
            'ordering_overview', 'claim_gaps', 'at_a_glance', 'summary_markdown', 'source_groups', 'write_source',
-           'grid_coverage', 'report_readme', 'write_report']
+           'grid_coverage', 'preregistration', 'report_readme', 'write_report']
 
 # %% ../nbs/12_report.ipynb #58d39387
 import matplotlib.pyplot as plt
@@ -633,13 +633,19 @@ def write_source(df:pd.DataFrame, # runs of one data source
 # %% ../nbs/12_report.ipynb #da95f721
 def grid_coverage(df:pd.DataFrame, # rows of `collect_runs`
                  )->str:
-    "Per preset: how many of its grid's runs (configurations × seeds) the report holds."
+    "Per preset: how many of the runs of its grid and calibration (configurations × seeds) the report holds."
     says = []
     for p, d in df.groupby('preset', sort=True):
         if p not in STUDY_PRESETS: says.append(f"{p}: {len(d)} runs"); continue
-        n = len(grid(p, data='.' if STUDY_PRESETS[p].data == 'real' else None))  # expanding a grid checks every run: once per preset
-        says.append(f"{p}: {len(d)} of {n} runs of its grid" + ('' if len(d) == n else ' (a partial sweep: the tables show only what ran)'))
+        n = len(grid(p, data='.' if STUDY_PRESETS[p].data == 'real' else None, blocks='all'))  # expanding a grid checks every run: once per preset
+        says.append(f"{p}: {len(d)} of {n} runs of its grid and calibration" + ('' if len(d) == n else ' (a partial sweep: the tables show only what ran)'))
     return '; '.join(says)
+
+def preregistration(df:pd.DataFrame)->str:
+    "A sentence per reported preset whose settings were pre-registered, naming the commit."
+    return ' '.join(f"Settings of `{p}` pre-registered in commit {STUDY_PRESETS[p].preregistered}: chosen on the baselines only "
+                    "(non-private and DP-SGD) and frozen before any other method ran on them."
+                    for p in sorted(set(df.preset)) if p in STUDY_PRESETS and STUDY_PRESETS[p].preregistered)
 
 # %% ../nbs/12_report.ipynb #5808a20f
 def report_readme(df:pd.DataFrame, # all runs reported
@@ -649,7 +655,7 @@ def report_readme(df:pd.DataFrame, # all runs reported
     "Text of the report's README.md: data source, presets, number of runs, files, and the command that rebuilds it."
     files_ = '\n'.join(f'- `{Path(p).relative_to(out)}`' for p in paths)
     return (f"# Results report\n\n{data_label(df)}; {len(df)} complete runs "
-            f"({', '.join(f'{k}: {len(v)}' for k, v in source_groups(df).items())}). Coverage: {grid_coverage(df)}.\n\n"
+            f"({', '.join(f'{k}: {len(v)}' for k, v in source_groups(df).items())}). Coverage: {grid_coverage(df)}. {preregistration(df)}\n\n"
             f"Rebuild: `dphpe report --runs {runs} --out {out}` (the runs themselves: "
             f"{', '.join(f'`dphpe sweep --preset {p}`' for p in sorted(set(df.preset)))}, or `dphpe study` for an embedded preset)\n\nFiles (tables as `.csv` numbers and `.md`; "
             f"captions give the paper table, the data source and the preset):\n\n{files_}\n")

@@ -54,6 +54,8 @@ def test_report_from_run_directories(killed_and_rerun, tmp_path):
     assert {'README.md', 'figure2.png'} <= names, names
     assert any(n.startswith('table1') and n.endswith('.md') for n in names), names
     assert 'SYNTHETIC' in ''.join((tmp_path/'figs'/n).read_text() for n in names if n.endswith('.md')).upper()
+    card = json.loads((tmp_path/'figs'/'regime.json').read_text())  # the card of the runs' own preset (tiny), not the command's default
+    assert card['preset'] == 'tiny' and card['strategies']['finetune']['N'] == 48 and 'start_pckh' in card['strategies']['finetune']
 
 
 def test_failed_run_is_retried_once_and_reported(tmp_path):
