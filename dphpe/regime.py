@@ -95,14 +95,17 @@ def start_state(preset:str, # a key of `STUDY_PRESETS` (embedded data)
     model = initial_model(strategy, replace(pre.train, seed=p['seed']), pretrained)
     start = persons_pckh(predict(model, PoseDataset(splits.valid, size)), splits.valid)['Mean']
     model.train()
+    def batch(persons):
+        ds = PoseDataset(persons, size)
+        return pose_batch([ds[i] for i in range(len(ds))])
     def grads(persons):
-        x, j, v, *_ = pose_batch([PoseDataset(persons, size)[i] for i in range(len(persons))])
+        x, j, v, *_ = batch(persons)
         t = simcc_targets(j, size, model.head.k)
         return torch.cat([torch.cat([g.flatten(1) for g in per_sample_grads(model, x[i:i+chunk], [a[i:i+chunk] for a in t], v[i:i+chunk]).values()], 1)
                           for i in range(0, len(x), chunk)])
     pick = np.random.default_rng(0).choice(len(splits.private), size=min(n, len(splits.private)), replace=False)
     G = grads([splits.private[i] for i in np.sort(pick)])
-    x, j, v, *_ = pose_batch([PoseDataset(splits.public, size)[i] for i in range(len(splits.public))])
+    x, j, v, *_ = batch(splits.public)
     V = PublicSubspace(min(p['k'], len(splits.public))).fit(public_gradients(model, x, simcc_targets(j, size, model.head.k), v)).V
     norms = G.norm(dim=1).numpy()
     return dict(start_pckh=float(start), n=len(G), grad_norm_quantiles={f'{q:g}': float(np.quantile(norms, q)) for q in QUANTILES},
