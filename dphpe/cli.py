@@ -11,7 +11,7 @@ import numpy as np
 # %% auto #0
 __all__ = ['run_cli', 'synth_data', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value', 'cmd_run',
            'where_filter', 'cmd_sweep', 'cmd_report', 'data_root', 'train_config', 'cmd_pretrain', 'cmd_baselines',
-           'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_noise', 'cmd_bench', 'parser', 'main']
+           'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_noise', 'bench_summary', 'cmd_bench', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -214,21 +214,33 @@ def cmd_noise(args):
     return 0
 
 # %% ../nbs/90_cli.ipynb #0157d423
+def bench_summary(r:dict)->dict:
+    "The numbers of one `method_costs` result worth printing: ratios, ms per sample, cache speed-ups, refresh share."
+    from dphpe.methods import METHODS
+    rnd = lambda d, n=3: {k: round(v, n) for k, v in d.items()}
+    return {**{m: rnd({k: r[m][k] for k in ('time_ratio', 'mem_ratio', 'ms_per_sample')}) for m in METHODS},
+            'nonprivate_ms_per_sample': rnd(r['nonprivate_ms_per_sample']), 'projection_refresh_fraction': round(r['projection_refresh_fraction'], 4),
+            **{k: rnd(r[k]) for k in ('uncached_ms_per_sample', 'prefix_cache_speedup') if k in r}, 'device': r['nonprivate']['device']}
+
 def cmd_bench(args):
     "`dphpe bench`: step time and memory of each private method relative to the non-private step."
-    from dphpe.methods import method_costs, METHODS
-    configs = {'embedded': dict(backbone='tinyvit_embedded', input_size=(128, 96))}
-    if not args.quick: configs['real'] = dict(backbone='tinyvit_5m', input_size=(256, 192))
-    res = {name: method_costs(**cfg, bs=args.bs, repeats=args.repeats) for name, cfg in configs.items()}
+    from dphpe.methods import method_costs
+    from dphpe.experiment import STUDY_PRESETS
+    emb = STUDY_PRESETS['quick'].train  # the embedded study's model, input size and batch
+    configs = {'embedded': dict(backbone=emb.backbone, input_size=emb.input_size, bs=args.bs or emb.bs)}
+    if not args.quick: configs['real'] = dict(backbone='tinyvit_5m', input_size=(256, 192), bs=args.bs or 32)
+    res = {name: method_costs(**cfg, repeats=args.repeats) for name, cfg in configs.items()}
     if args.json:
-        short = lambda r: {**{m: {'time_ratio': round(r[m]['time_ratio'], 3), 'mem_ratio': round(r[m]['mem_ratio'], 3)} for m in METHODS},
-                           'projection_refresh_fraction': round(r['projection_refresh_fraction'], 4)}
-        print(json.dumps(short(res['embedded']) if args.quick else {n: short(r) for n, r in res.items()})); return 0
+        print(json.dumps(bench_summary(res['embedded']) if args.quick else {n: bench_summary(r) for n, r in res.items()})); return 0
     for name, r in res.items():
-        print(f"{name} model ({configs[name]['backbone']}, {configs[name]['input_size'][0]}x{configs[name]['input_size'][1]}, batch {args.bs}, "
-              f"finetune, on {r['nonprivate']['device']}): non-private step {r['nonprivate']['seconds']:.3f} s, {r['nonprivate']['peak_extra_mb']:.0f} MB")
-        for m in METHODS: print(f"  {m:<20}time x{r[m]['time_ratio']:.2f}   memory x{r[m]['mem_ratio']:.2f}")
+        c = configs[name]
+        print(f"{name} model ({c['backbone']}, {c['input_size'][0]}x{c['input_size'][1]}, batch {c['bs']}, finetune, on {r['nonprivate']['device']}, "
+              f"medians of {args.repeats} steps): non-private step {r['nonprivate']['ms_per_sample']:.2f} ms per sample, {r['nonprivate']['peak_extra_mb']:.0f} MB")
+        for m in METHODS: print(f"  {m:<20}time x{r[m]['time_ratio']:.2f}   memory x{r[m]['mem_ratio']:.2f}   {r[m]['ms_per_sample']:.2f} ms per sample")
         print(f"  projection refresh: {100 * r['projection_refresh_fraction']:.1f}% of the step time it serves (every 50 steps)")
+        print("  non-private ms per sample by strategy: " + ", ".join(f"{s} {v:.2f}" for s, v in r['nonprivate_ms_per_sample'].items()))
+        for m, v in r.get('prefix_cache_speedup', {}).items():
+            print(f"  {m}: {r['uncached_ms_per_sample'][m]:.2f} ms per sample from the images, x{v:.2f} faster from the cached prefix features")
     return 0
 
 # %% ../nbs/90_cli.ipynb #15caf77c
@@ -277,7 +289,8 @@ def parser()->argparse.ArgumentParser:
     nz.add_argument('--json', action='store_true'); nz.set_defaults(func=cmd_noise)
     b = sub.add_parser('bench', help='cost of each private method relative to the non-private step')
     b.add_argument('--quick', action='store_true', help='embedded model only'); b.add_argument('--json', action='store_true')
-    b.add_argument('--bs', type=int, default=32); b.add_argument('--repeats', type=int, default=3); b.set_defaults(func=cmd_bench)
+    b.add_argument('--bs', type=int, default=None, help="batch size (default: the preset's)")
+    b.add_argument('--repeats', type=int, default=10, help='timed steps per method (the median is reported)'); b.set_defaults(func=cmd_bench)
     for name, func, hlp in (('pretrain', cmd_pretrain, 'public (COCO) pretraining, cached'),
                             ('baselines', cmd_baselines, 'the six non-private baselines of paper Table 1')):
         c = sub.add_parser(name, help=hlp)

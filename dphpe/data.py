@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np, torch
 from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Dataset
+from fastcore.basics import patch
 from .joints import JointLayout, MPII, COCO, flip_joints
 
 # %% auto #0
@@ -384,7 +385,7 @@ class PoseDataset(Dataset):
         bad = set(aug_kwargs) - {'scale_factor', 'rot_factor', 'rot_prob', 'flip_prob'}
         if bad: raise TypeError(f"Unknown augmentation option(s) {sorted(bad)}; choose from scale_factor, rot_factor, rot_prob, flip_prob.")
         self.persons, self.input_size, self.augment, self.seed, self.aug_kwargs = list(persons), tuple(input_size), augment, seed, aug_kwargs
-        self.epoch = 0
+        self.epoch, self.crops = 0, None  # `crops`: every item decoded once (see `preload`)
     def __len__(self): return len(self.persons)
     def set_epoch(self, epoch:int): self.epoch = epoch
     def augmentation(self, i:int)->tuple:
@@ -392,6 +393,7 @@ class PoseDataset(Dataset):
         if not self.augment: return 1., 0., False
         return sample_augmentation(np.random.default_rng([self.seed, self.epoch, i]), **self.aug_kwargs)
     def __getitem__(self, i:int)->dict:
+        if self.crops is not None: return {k: v[i].float().div_(255) if k == 'image' else v[i] for k, v in self.crops.items()}
         p, (H, W) = self.persons[i], self.input_size
         sm, rot, flip = self.augmentation(i)
         scale = p.scale * sm
@@ -404,3 +406,21 @@ class PoseDataset(Dataset):
         return {'image': torch.from_numpy(img).permute(2, 0, 1).float().div_(255), 'joints': torch.from_numpy(joints),
                 'visible': torch.from_numpy((vis * inside).astype(np.float32)), 'mask': torch.from_numpy(mask), 'index': i,
                 'center': torch.from_numpy(p.center.copy()), 'scale': torch.from_numpy(scale.astype(np.float32))}
+
+# %% ../nbs/02_data.ipynb #64ecaeec
+@patch
+def preload(self:PoseDataset,
+             features=None, # function of an image batch (B, 3, H, W) → a tensor kept per item as `features`, or None
+             bs:int=256, # batch size of `features`
+            )->PoseDataset:
+    "Decode every crop once and keep it in memory (with `features` of it); only for datasets without augmentation."
+    if self.augment: raise ValueError("preload keeps one crop per person; it needs augment=False (private, public and validation crops).")
+    self.crops = None
+    items = [self[i] for i in range(len(self))]
+    crops = {k: torch.stack([torch.as_tensor(it[k]) for it in items]) for k in items[0] if k != 'image'}
+    crops['image'] = torch.stack([it['image'].mul(255).round_().to(torch.uint8) for it in items])
+    if features is not None:
+        crops['features'] = torch.cat([features(crops['image'][i:i+bs].float().div_(255)) for i in range(0, len(self), bs)])
+    self.crops = crops
+    return self
+

@@ -10,8 +10,8 @@ from torch.utils.data import DataLoader
 from opacus.optimizers import DPOptimizer
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from fastai.callback.core import Callback, CancelBatchException, CancelFitException
-from .model import PoseModel, simcc_targets, simcc_loss, per_sample_grads
-from .train import pose_batch, pose_learner
+from .model import PoseModel, STRATEGIES, simcc_targets, simcc_loss, per_sample_grads
+from .train import pose_batch, pose_learner, preload_crops
 from .features import public_view
 
 from .privacy import PrivacyPlan
@@ -34,11 +34,12 @@ class PublicSubspace:
         "Fit V to `G` (m × p per-sample gradients); return self."
         m = G.shape[0]
         if self.k > m: raise ValueError(f"Subspace rank k={self.k} exceeds the m={m} public samples; use k ≤ m (paper: m=100, k=50).")
-        lam, U = torch.linalg.eigh((G @ G.T).double() / m)
+        Gd = G.double()  # in float64, V = Gᵀ u / √(mλ) is orthonormal to float32's precision without a QR
+        lam, U = torch.linalg.eigh(Gd @ Gd.T / m)
         lam, U = lam.flip(0)[:self.k], U.flip(1)[:, :self.k]
         if lam[-1] <= lam[0] * 1e-10:
             raise ValueError(f"The public gradients span fewer than k={self.k} directions (duplicated samples?); lower k.")
-        self.V = torch.linalg.qr(G.T @ (U / (m * lam).sqrt()).to(G.dtype)).Q  # QR: orthonormal to float precision
+        self.V = (Gd.T @ (U / (m * lam).sqrt())).to(G.dtype)
         self.eigenvalues = lam
         return self
     def project(self, g:torch.Tensor)->torch.Tensor:
@@ -135,7 +136,7 @@ class PrivateStep(Callback):
     def dp(self)->PoseDPOptimizer: return self.learn.opt.opt
     @property
     def spub(self)->tuple:
-        "S_pub as one batch (images, joints, visible, index, mask) on the model's device, read once: its crops never change."
+        "S_pub as one batch (`pose_batch`: images or prefix features first, images last) on the model's device, read once: its crops never change."
         key = (self.public, self.dp.params[0].device)
         if getattr(self, '_spub_of', None) != key:
             self._spub, self._spub_of = tuple(t.to(key[1]) for t in pose_batch([self.public[i] for i in range(len(self.public))])), key
@@ -150,18 +151,20 @@ class PrivateStep(Callback):
         self.steps = self.epoch * self.spe  # every epoch is exactly 1/q steps: a resumed run knows what it spent
         self.dp.generator.manual_seed(self.seed * 100_003 + self.epoch + 7)
     def targets(self, joints): return simcc_targets(joints, self.dls.valid.dataset.input_size, self.model.head.k, self.sigma_bins)
-    def public_pass(self, x, t, visible, mask)->tuple:
-        "(ψ images, targets, visible) of this step's public pass: the same batch, or B persons drawn from S_pub."
+    def public_pass(self, images, t, visible, mask, features:bool)->tuple:
+        "(ψ inputs, targets, visible) of this step's public pass: ψ of the same batch or of B persons drawn from S_pub; its prefix `features`."
         if self.view is None: return None
-        if self.public_batch == 'same': return self.view({'image': x, 'mask': mask}), t, visible
-        g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.steps)  # a function of the step: resumes identically
-        idx = torch.randint(len(self.public), (self.dp.expected_batch_size,), generator=g)
-        px, pj, pv, _, pm = (t[idx] for t in self.spub)
-        return self.view({'image': px, 'mask': pm}), self.targets(pj), pv
-    def gradients(self, x, joints, visible, mask)->tuple:
-        "(per-sample gradients {name: (B, …)}, per-sample losses, public gradient list or None) of one batch."
-        t = self.targets(joints)
-        return private_gradients(self.model, x, t, visible, self.public_pass(x, t, visible, mask))
+        if self.public_batch == 'independent':
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.steps)  # a function of the step: resumes identically
+            idx = torch.randint(len(self.public), (self.dp.expected_batch_size,), generator=g)
+            sp = self.spub
+            images, t, visible, mask = sp[5 if features else 0][idx], self.targets(sp[1][idx]), sp[2][idx], sp[4][idx]
+        psi = self.view({'image': images, 'mask': mask})
+        return (self.model.prefix_features(psi) if features else psi), t, visible
+    def gradients(self, x, joints, visible, mask, images=None)->tuple:
+        "(per-sample gradients {name: (B, …)}, per-sample losses, public gradient list or None) of one batch; `x`: images or their prefix features."
+        t, cached = self.targets(joints), images is not None
+        return private_gradients(self.model, x, t, visible, self.public_pass(images if cached else x, t, visible, mask, cached))
     def refit(self):
         "Refit the subspace to per-sample gradients of S_pub at the current weights."
         x, j, v, *_ = self.spub
@@ -171,7 +174,7 @@ class PrivateStep(Callback):
         if self.steps >= self.plan.steps: raise CancelFitException()  # the budget is spent
         if self.dp.subspace is not None and (self.steps % self.refresh == 0 or self.steps == self.epoch * self.spe):
             self.refit()  # every `refresh` steps and at each epoch's start (a resumed run needs V at the weights it resumes from)
-        losses = private_update(self.dp, *self.gradients(self.xb[0], self.yb[0], self.yb[1], self.yb[3]))
+        losses = private_update(self.dp, *self.gradients(self.xb[0], self.yb[0], self.yb[1], self.yb[3], self.yb[4] if len(self.yb) > 4 else None))
         self.steps += 1
         self.learn.loss = self.learn.loss_grad = losses.mean() if len(losses) else torch.zeros(())
         raise CancelBatchException()  # fastai's own forward, backward and step are skipped
@@ -208,6 +211,7 @@ def private_learner(model:PoseModel, # model with its strategy set
                     optimizer:str='adamw', # 'adamw' (the authors') or 'sgd' (momentum 0.9) on the privatised gradient
                     seed:int=42, # seed of sampling and noise
                     workers:int=0, # DataLoader worker processes
+                    preload:bool=True, # decode the (never augmented) crops once; at `finetune` also cache the frozen prefix's features
                    ):
     "A fastai `Learner` that trains `model` with `method` under (ε, δ); its `privacy` holds the plan and ε spent."
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; choose one of {sorted(METHODS)} (or train non-privately).")
@@ -219,6 +223,7 @@ def private_learner(model:PoseModel, # model with its strategy set
     if spec['project'] and (public is None or len(public) < k):
         raise ValueError(f"Method {method!r} needs S_pub with at least k={k} persons, got {0 if public is None else len(public)}; "
                          "pass `public` (see `make_splits`) or lower k.")
+    if preload: preload_crops(model, private, valid, public)
     q = bs / len(private)
     train_dl = poisson_loader(private, bs, seed, workers)
     plan = PrivacyPlan.calibrate(epsilon, delta, q, epochs * len(train_dl), accountant)
@@ -227,7 +232,7 @@ def private_learner(model:PoseModel, # model with its strategy set
         return OptimWrapper(opt=PoseDPOptimizer(OPTIMIZERS[optimizer](params, lr=lr, weight_decay=wd), noise_multiplier=plan.sigma,
                             max_grad_norm=C, expected_batch_size=bs, subspace=sub, public_weight=lam,
                             generator=torch.Generator().manual_seed(seed)))
-    dls = DataLoaders(train_dl, DataLoader(valid, 2 * bs, collate_fn=pose_batch, num_workers=workers))
+    dls = DataLoaders(train_dl, DataLoader(valid, 4 * bs, collate_fn=pose_batch, num_workers=workers))
     dls.n_inp = 1
     view = public_view(spec['view'], valid.input_size) if spec['view'] else None
     step = PrivateStep(plan, len(train_dl), view, public, refresh, seed, public_batch=public_batch)
@@ -240,27 +245,28 @@ def _peak_bytes(dev:torch.device)->int:
     "Peak memory of this process so far: what the CUDA allocator held on a GPU, resident memory on a CPU."
     return torch.cuda.max_memory_allocated(dev) if dev.type == 'cuda' else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, queue):
+def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, queue):
     "Child process: median step seconds and peak extra memory (bytes) of `method` ('nonprivate' or a `METHODS` key)."
     torch.set_num_threads(threads); torch.manual_seed(0)
     from dphpe.model import pose_model, set_strategy
     dev = default_device()
     sync = torch.cuda.synchronize if dev.type == 'cuda' else (lambda: None)  # time the GPU's work, not its queueing
     model = set_strategy(pose_model(backbone, 16, input_size), strategy).train().to(dev)
+    feed = model.prefix_features if cached else (lambda images: images)  # cached: the frozen prefix's features stand in for the images
     H, W = input_size
     x, j, v = (a.to(dev) for a in (torch.rand(bs, 3, H, W), torch.rand(bs, 16, 2) * torch.tensor([W, H]) * .9, torch.ones(bs, 16)))
-    t, params = simcc_targets(j, input_size), [p for p in model.parameters() if p.requires_grad]
+    t, params, xf = simcc_targets(j, input_size), [p for p in model.parameters() if p.requires_grad], feed(x)
     base = _peak_bytes(dev)  # the model and batch; the method's state counts
     adamw = torch.optim.AdamW(params, lr=1e-5)
     if method == 'nonprivate':
-        def step(): adamw.zero_grad(); simcc_loss(model(x), t, v).backward(); adamw.step()
+        def step(): adamw.zero_grad(); simcc_loss(model(xf), t, v).backward(); adamw.step()
     else:
         spec = METHODS[method]
         dp = PoseDPOptimizer(adamw, noise_multiplier=1., max_grad_norm=.01, expected_batch_size=bs, public_weight=spec['public_weight'],
                              subspace=PublicSubspace(k).fit(torch.randn(m, sum(p.numel() for p in params)).to(dev)) if spec['project'] else None)
         view = public_view(spec['view'], input_size) if spec['view'] else None
         mask = torch.randint(0, 4, (bs, H, W), dtype=torch.uint8).to(dev)
-        def step(): private_update(dp, *private_gradients(model, x, t, v, (view({'image': x, 'mask': mask}), t, v) if view else None))
+        def step(): private_update(dp, *private_gradients(model, xf, t, v, (feed(view({'image': x, 'mask': mask})), t, v) if view else None))
     step(); sync()  # warm-up
     ts = []
     for _ in range(repeats): s = time.perf_counter(); step(); sync(); ts.append(time.perf_counter() - s)
@@ -269,31 +275,42 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
            'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}
     if method == 'projection':  # the refresh: m public per-sample gradients, then the Gram eigendecomposition
         xp, jp = (a.to(dev) for a in (torch.rand(m, 3, H, W), torch.rand(m, 16, 2) * torch.tensor([W, H]) * .9))
+        xp = feed(xp); sync()
         s = time.perf_counter(); PublicSubspace(k).fit(public_gradients(model, xp, simcc_targets(jp, input_size), torch.ones(m, 16, device=dev))); sync()
         res['refresh_seconds'] = time.perf_counter() - s
     queue.put(res)
 
-def method_costs(backbone:str='tinyvit_embedded', # a key of `BACKBONES`
-                 input_size:tuple=(128, 96), # (H, W)
-                 strategy:str='finetune', # training strategy
-                 bs:int=32, # batch size
-                 repeats:int=3, # timed steps per method (median reported)
+def _measure(method, strategy, cached, *args)->dict:
+    "`_step_cost` of one method in a fresh process (peak memory is per process on a CPU)."
+    from dphpe.methods import _step_cost  # spawned children import it from the package (also when called from a notebook)
+    backbone, input_size, bs, repeats, k, m = args
+    ctx = mp.get_context('spawn'); q = ctx.Queue()
+    p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, q))
+    p.start(); p.join()  # the result is a small dict: it fits the queue's pipe, so joining first cannot deadlock
+    if p.exitcode: raise RuntimeError(f"Benchmarking {method!r} failed in its process (exit code {p.exitcode}); its traceback is above.")
+    return q.get()
+
+def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
+                 input_size:tuple=(96, 64), # (H, W)
+                 strategy:str='finetune', # training strategy of the methods
+                 bs:int=24, # batch size
+                 repeats:int=10, # timed steps per method (median reported)
                  k:int=50, m:int=100, refresh:int=50, # subspace rank, public samples, steps between refreshes
                 )->dict:
-    "Step time and peak extra memory of each method as ratios to the non-private step; the amortised refresh cost."
-    from dphpe.methods import _step_cost  # spawned children import it from the package (also when called from a notebook)
-    ctx, out = mp.get_context('spawn'), {}
-    for method in ['nonprivate', *METHODS]:
-        q = ctx.Queue()
-        p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), q))
-        p.start(); p.join()  # the result is a small dict: it fits the queue's pipe, so joining first cannot deadlock
-        if p.exitcode: raise RuntimeError(f"Benchmarking {method!r} failed in its process (exit code {p.exitcode}); its traceback is above.")
-        out[method] = q.get()
+    "Step time and peak extra memory of each method against the non-private step; ms per sample, with and without the prefix cache."
+    args, ms = (backbone, input_size, bs, repeats, k, m), lambda r: 1e3 * r['seconds'] / bs
+    cached = strategy == 'finetune'  # as the runs train: from the frozen prefix's features when the strategy freezes it
+    out = {meth: _measure(meth, strategy, cached, *args) for meth in ['nonprivate', *METHODS]}
     ref = out['nonprivate']
     res = {meth: {'time_ratio': r['seconds'] / ref['seconds'], 'mem_ratio': r['peak_extra_bytes'] / max(ref['peak_extra_bytes'], 1),
-                  'seconds': r['seconds'], 'peak_extra_mb': r['peak_extra_bytes'] / 2**20, 'peak_mb': r['peak_bytes'] / 2**20}
+                  'seconds': r['seconds'], 'ms_per_sample': ms(r), 'peak_extra_mb': r['peak_extra_bytes'] / 2**20, 'peak_mb': r['peak_bytes'] / 2**20}
            for meth, r in out.items() if meth != 'nonprivate'}
-    res['nonprivate'] = {'seconds': ref['seconds'], 'peak_extra_mb': ref['peak_extra_bytes'] / 2**20, 'peak_mb': ref['peak_bytes'] / 2**20,
-                         'device': ref['device']}
+    res['nonprivate'] = {'seconds': ref['seconds'], 'ms_per_sample': ms(ref), 'peak_extra_mb': ref['peak_extra_bytes'] / 2**20,
+                         'peak_mb': ref['peak_bytes'] / 2**20, 'device': ref['device']}
     res['projection_refresh_fraction'] = out['projection']['refresh_seconds'] / (refresh * out['projection']['seconds'])
+    res['nonprivate_ms_per_sample'] = {s: ms(ref) if s == strategy else ms(_measure('nonprivate', s, False, *args)) for s in STRATEGIES}
+    if cached:  # the same steps from the images, as before the cache: side by side, in one run
+        res['uncached_ms_per_sample'] = {meth: ms(_measure(meth, strategy, False, *args)) for meth in ('nonprivate', 'dpsgd')}
+        res['prefix_cache_speedup'] = {meth: v / res[meth]['ms_per_sample'] for meth, v in res['uncached_ms_per_sample'].items()}
     return res
+

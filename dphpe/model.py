@@ -64,11 +64,26 @@ def imagenet_tinyvit()->nn.Module:
 
 # %% ../nbs/05_model.ipynb #6e4541b0
 class PoseModel(nn.Module):
-    "A TinyViT backbone with a SimCC head."
+    "A TinyViT backbone with a SimCC head; it reads images or the features of its frozen `prefix` (see below)."
     def __init__(self, backbone:nn.Module, head:SimCCHead):
         super().__init__()
         self.backbone, self.head = backbone, head
-    def forward(self, x): return self.head(self.backbone.forward_features(x))
+    def forward(self, x): # (B, 3, H, W) images, or (B, C, H/8, W/8) `prefix_features`
+        return self.head(self.backbone.forward_features(x) if x.shape[1] == 3 else self.after_prefix(x))
+    def prefix(self)->nn.Sequential:
+        "The backbone before its first attention block: patch embedding, stage 0 and stage 1's downsampling."
+        bb = self.backbone
+        return nn.Sequential(bb.patch_embed, bb.stages[0], bb.stages[1].downsample)
+    def prefix_frozen(self)->bool: return not any(p.requires_grad for p in self.prefix().parameters())
+    @torch.no_grad()
+    def prefix_features(self, x:torch.Tensor)->torch.Tensor:
+        "Features of images `x` after the frozen `prefix`: computed once per image, they stand in for it in `forward`."
+        if not self.prefix_frozen(): raise ValueError("The prefix trains (strategy finetune_full or scratch): its features change every step; feed images.")
+        return self.prefix()(x)
+    def after_prefix(self, f:torch.Tensor)->torch.Tensor:
+        "Backbone features from `prefix` features `f`: stage 1's blocks (channels last, as in timm), then stages 2 and 3."
+        s = self.backbone.stages
+        return s[2:](s[1].blocks(f.permute(0, 2, 3, 1)).permute(0, 3, 1, 2))
 
 def pose_model(backbone:str='tinyvit_embedded', # a key of `BACKBONES`
                joints:int=16, # number of joints (16 MPII, 17 COCO)
@@ -135,7 +150,7 @@ def trainable_count(model:nn.Module)->int:
 
 # %% ../nbs/05_model.ipynb #f742b247
 def per_sample_grads(model:PoseModel, # the pose model, in train mode
-                     images:torch.Tensor, # (B, 3, H, W)
+                     images:torch.Tensor, # (B, 3, H, W), or their `prefix_features`
                      targets:tuple, # (x, y) target distributions, each (B, J, bins)
                      visible:torch.Tensor, # (B, J)
                      with_loss:bool=False, # also return each sample's loss

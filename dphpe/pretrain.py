@@ -15,7 +15,7 @@ from .data import PoseDataset, load_mpii, load_coco
 from .features import public_view
 from .metrics import pckh_markdown, PCKH_COLUMNS
 from .model import PoseModel, pose_model, set_strategy, trainable_count, STRATEGIES
-from .train import pose_dataloaders, pose_learner, fit_pose, predict, persons_pckh, TrainOnPublicView, save_atomic
+from .train import pose_dataloaders, pose_learner, preload_crops, fit_pose, predict, persons_pckh, TrainOnPublicView, save_atomic
 
 # %% auto #0
 __all__ = ['TRAIN_PRESETS', 'PRETRAIN_FIELDS', 'FEATURES', 'TABLE1_ROWS', 'TrainConfig', 'train_pose', 'transfer_to_mpii',
@@ -61,8 +61,9 @@ def train_pose(model:PoseModel, # model with its strategy set
                progress:bool=True, # show fastai's progress bars
               )->Learner:
     "Train `model` non-privately on `train`, scoring `valid` each epoch; return the `Learner`."
-    dls = pose_dataloaders(PoseDataset(train, cfg.input_size, augment=True, seed=cfg.seed), PoseDataset(valid, cfg.input_size),
-                           cfg.bs, cfg.workers, cfg.seed)
+    valid = PoseDataset(valid, cfg.input_size)
+    preload_crops(model, valid)  # decoded once; at `finetune` the frozen prefix's features too
+    dls = pose_dataloaders(PoseDataset(train, cfg.input_size, augment=True, seed=cfg.seed), valid, cfg.bs, cfg.workers, cfg.seed)
     cbs = [TrainOnPublicView(public_view(view, cfg.input_size))] if view else []
     learn = pose_learner(model, dls, cfg.lr, cfg.wd, cbs=cbs)
     if not progress: learn.remove_cbs(learn.progress)

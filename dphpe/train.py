@@ -20,16 +20,17 @@ from .metrics import pckh_groups, pck
 from .model import PoseModel, simcc_targets, simcc_loss, decode
 
 # %% auto #0
-__all__ = ['POSE_BATCH', 'SCHEDULES', 'pose_batch', 'pose_dataloaders', 'SimCCLoss', 'image_coords', 'persons_pckh', 'PCKh',
-           'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict', 'step_schedule', 'one_cycle_schedule',
-           'SeedEpochs', 'save_atomic', 'Checkpoint', 'restore', 'fit_pose']
+__all__ = ['POSE_BATCH', 'SCHEDULES', 'pose_batch', 'pose_dataloaders', 'preload_crops', 'SimCCLoss', 'image_coords',
+           'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict', 'step_schedule',
+           'one_cycle_schedule', 'SeedEpochs', 'save_atomic', 'Checkpoint', 'restore', 'fit_pose']
 
 # %% ../nbs/06_train.ipynb #7e4b6288
 POSE_BATCH = ('image', 'joints', 'visible', 'index', 'mask')
 
 def pose_batch(samples:list)->tuple:
-    "Collate `PoseDataset` samples into (images, joints, visible, index, mask)."
+    "Collate `PoseDataset` samples into (images, joints, visible, index, mask); preloaded `features` replace the images, which come last."
     b = default_collate(samples)
+    if "features" in b: return (b["features"], *(b[k] for k in POSE_BATCH[1:]), b["image"])
     return tuple(b[k] for k in POSE_BATCH)
 
 def pose_dataloaders(train:PoseDataset, # training crops
@@ -37,13 +38,25 @@ def pose_dataloaders(train:PoseDataset, # training crops
                      bs:int=32, # batch size
                      workers:int=0, # DataLoader worker processes
                      seed:int=42, # seed of the shuffling
+                     valid_bs:int=None, # validation batch size (default 4·bs: no gradients, more memory to spare)
                     )->DataLoaders:
     "fastai `DataLoaders` over two `PoseDataset`s (shuffled, seeded training order)."
     g = torch.Generator().manual_seed(seed)
     dls = DataLoaders(DataLoader(train, bs, shuffle=True, generator=g, collate_fn=pose_batch, num_workers=workers, drop_last=True),
-                      DataLoader(valid, bs, shuffle=False, collate_fn=pose_batch, num_workers=workers))
+                      DataLoader(valid, valid_bs or 4 * bs, shuffle=False, collate_fn=pose_batch, num_workers=workers))
     dls.n_inp = 1  # images in; joints, visible and index are targets
     return dls
+
+# %% ../nbs/06_train.ipynb #4bc6d603
+def preload_crops(model:PoseModel, # the model about to train, its strategy set
+                  *datasets:PoseDataset, # datasets without augmentation (None is skipped)
+                 ):
+    "Keep every crop of `datasets` in memory, with the model's prefix features when its strategy freezes the prefix."
+    dev = default_device(); model.to(dev)
+    features = (lambda x: model.prefix_features(x.to(dev)).cpu()) if model.prefix_frozen() else None
+    for ds in datasets:
+        if ds is not None: ds.preload(features)  # recomputed every time: the prefix differs between pretrained models
+
 
 # %% ../nbs/06_train.ipynb #875db53e
 class SimCCLoss:
