@@ -11,7 +11,7 @@ from opacus.optimizers import DPOptimizer
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from fastai.callback.core import Callback, CancelBatchException, CancelFitException
 from .model import PoseModel, STRATEGIES, simcc_targets, simcc_loss, per_sample_grads
-from .train import pose_batch, pose_learner, preload_crops
+from .train import pose_batch, pose_images, pose_learner, preload_crops
 from .features import public_view
 
 from .privacy import PrivacyPlan
@@ -158,13 +158,13 @@ class PrivateStep(Callback):
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.steps)  # a function of the step: resumes identically
             idx = torch.randint(len(self.public), (self.dp.expected_batch_size,), generator=g)
             sp = self.spub
-            images, t, visible, mask = sp[5 if features else 0][idx], self.targets(sp[1][idx]), sp[2][idx], sp[4][idx]
+            images, t, visible, mask = pose_images(sp)[idx], self.targets(sp[1][idx]), sp[2][idx], sp[4][idx]
         psi = self.view({'image': images, 'mask': mask})
         return (self.model.prefix_features(psi) if features else psi), t, visible
     def gradients(self, x, joints, visible, mask, images=None)->tuple:
-        "(per-sample gradients {name: (B, …)}, per-sample losses, public gradient list or None) of one batch; `x`: images or their prefix features."
-        t, cached = self.targets(joints), images is not None
-        return private_gradients(self.model, x, t, visible, self.public_pass(images if cached else x, t, visible, mask, cached))
+        "(per-sample gradients {name: (B, …)}, per-sample losses, public gradient list or None) of one batch; `x`: the images or their prefix features."
+        t, images = self.targets(joints), x if images is None else images
+        return private_gradients(self.model, x, t, visible, self.public_pass(images, t, visible, mask, features=images is not x))
     def refit(self):
         "Refit the subspace to per-sample gradients of S_pub at the current weights."
         x, j, v, *_ = self.spub
@@ -174,7 +174,7 @@ class PrivateStep(Callback):
         if self.steps >= self.plan.steps: raise CancelFitException()  # the budget is spent
         if self.dp.subspace is not None and (self.steps % self.refresh == 0 or self.steps == self.epoch * self.spe):
             self.refit()  # every `refresh` steps and at each epoch's start (a resumed run needs V at the weights it resumes from)
-        losses = private_update(self.dp, *self.gradients(self.xb[0], self.yb[0], self.yb[1], self.yb[3], self.yb[4] if len(self.yb) > 4 else None))
+        losses = private_update(self.dp, *self.gradients(self.xb[0], self.yb[0], self.yb[1], self.yb[3], pose_images((*self.xb, *self.yb))))
         self.steps += 1
         self.learn.loss = self.learn.loss_grad = losses.mean() if len(losses) else torch.zeros(())
         raise CancelBatchException()  # fastai's own forward, backward and step are skipped
@@ -299,7 +299,8 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
                 )->dict:
     "Step time and peak extra memory of each method against the non-private step; ms per sample, with and without the prefix cache."
     args, ms = (backbone, input_size, bs, repeats, k, m), lambda r: 1e3 * r['seconds'] / bs
-    cached = strategy == 'finetune'  # as the runs train: from the frozen prefix's features when the strategy freezes it
+    from dphpe.model import pose_model, set_strategy
+    cached = set_strategy(pose_model(backbone, 16, input_size), strategy).prefix_frozen()  # as the runs train (`preload_crops`)
     out = {meth: _measure(meth, strategy, cached, *args) for meth in ['nonprivate', *METHODS]}
     ref = out['nonprivate']
     res = {meth: {'time_ratio': r['seconds'] / ref['seconds'], 'mem_ratio': r['peak_extra_bytes'] / max(ref['peak_extra_bytes'], 1),

@@ -20,9 +20,9 @@ from .metrics import pckh_groups, pck
 from .model import PoseModel, simcc_targets, simcc_loss, decode
 
 # %% auto #0
-__all__ = ['POSE_BATCH', 'SCHEDULES', 'pose_batch', 'pose_dataloaders', 'preload_crops', 'SimCCLoss', 'image_coords',
-           'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict', 'step_schedule',
-           'one_cycle_schedule', 'SeedEpochs', 'save_atomic', 'Checkpoint', 'restore', 'fit_pose']
+__all__ = ['POSE_BATCH', 'SCHEDULES', 'pose_batch', 'pose_images', 'pose_dataloaders', 'preload_crops', 'SimCCLoss',
+           'image_coords', 'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict',
+           'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'save_atomic', 'Checkpoint', 'restore', 'fit_pose']
 
 # %% ../nbs/06_train.ipynb #7e4b6288
 POSE_BATCH = ('image', 'joints', 'visible', 'index', 'mask')
@@ -32,6 +32,10 @@ def pose_batch(samples:list)->tuple:
     b = default_collate(samples)
     if "features" in b: return (b["features"], *(b[k] for k in POSE_BATCH[1:]), b["image"])
     return tuple(b[k] for k in POSE_BATCH)
+
+def pose_images(batch:tuple)->torch.Tensor:
+    "The images of a `pose_batch` batch: its first element, or its last when preloaded features come first."
+    return batch[5] if len(batch) > 5 else batch[0]
 
 def pose_dataloaders(train:PoseDataset, # training crops
                      valid:PoseDataset, # validation crops (never augmented)
