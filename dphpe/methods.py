@@ -7,12 +7,13 @@ from __future__ import annotations
 import multiprocessing as mp, resource, statistics, time
 import torch
 from torch.utils.data import DataLoader
-from opacus.optimizers import DPOptimizer
+from opacus.optimizers import DPOptimizerFastGradientClipping
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from fastai.callback.core import Callback, CancelBatchException, CancelFitException
-from .model import PoseModel, STRATEGIES, simcc_targets, simcc_loss, per_sample_grads
+from .model import PoseModel, STRATEGIES, simcc_targets, simcc_loss
 from .train import pose_batch, pose_images, pose_learner, preload_crops
 from .features import public_view
+from .clipping import CLIPPING, clip_factors
 
 from .privacy import PrivacyPlan
 from fastai.data.core import DataLoaders
@@ -34,12 +35,12 @@ class PublicSubspace:
         "Fit V to `G` (m × p per-sample gradients); return self."
         m = G.shape[0]
         if self.k > m: raise ValueError(f"Subspace rank k={self.k} exceeds the m={m} public samples; use k ≤ m (paper: m=100, k=50).")
-        Gd = G.double()  # in float64, V = Gᵀ u / √(mλ) is orthonormal to float32's precision without a QR
+        Gd = G.double()  # in float64, V = Gᵀ u / √(mλ) is orthonormal to float32's precision without a QR (no copy if G is float64)
         lam, U = torch.linalg.eigh(Gd @ Gd.T / m)
         lam, U = lam.flip(0)[:self.k], U.flip(1)[:, :self.k]
         if lam[-1] <= lam[0] * 1e-10:
             raise ValueError(f"The public gradients span fewer than k={self.k} directions (duplicated samples?); lower k.")
-        self.V = (Gd.T @ (U / (m * lam).sqrt())).to(G.dtype)
+        self.V = (Gd.T @ (U / (m * lam).sqrt())).float()  # the parameters' precision
         self.eigenvalues = lam
         return self
     def project(self, g:torch.Tensor)->torch.Tensor:
@@ -55,8 +56,8 @@ def unflat(v:torch.Tensor, like:list)->list:
     for t in like: out.append(v[i:i + t.numel()].view_as(t)); i += t.numel()
     return out
 
-class PoseDPOptimizer(DPOptimizer):
-    "Opacus DP optimizer whose noisy gradient is projected onto `subspace` (optional) and added to λ·g_pub (if set)."
+class PoseDPOptimizer(DPOptimizerFastGradientClipping):
+    "Opacus' DP optimizer for a clipped sum handed over in `p.grad`; the noisy gradient is projected onto `subspace` (optional) and added to λ·g_pub (if set)."
     def __init__(self, optimizer, *, subspace:PublicSubspace=None, public_weight:float=1., **kwargs):
         super().__init__(optimizer, **kwargs)
         self.subspace, self.public_weight = subspace, public_weight
@@ -84,41 +85,48 @@ def poisson_loader(ds, # the private training crops (S_priv)
 
 # %% ../nbs/09_methods.ipynb #5ce0e379
 def private_gradients(model:PoseModel, # model in train mode
-                      x:torch.Tensor, # (B, 3, H, W) private crops
+                      x:torch.Tensor, # (B, …) private crops, or their prefix features
                       targets:tuple, # SimCC targets of the batch
                       visible:torch.Tensor, # (B, J)
-                      public:tuple=None, # (ψ images, targets, visible) of the public pass, or None
+                      C:float, # clipping norm
+                      public:tuple=None, # (ψ inputs, targets, visible) of the public pass, or None
+                      clipping:str='ghost', # 'ghost' (layer by layer) or 'vmap' (torch.func's per-sample gradients): a key of `CLIPPING`
                      )->tuple:
-    "(per-sample gradients {name: (B, …)}, per-sample losses, plain public gradient list or None) of one batch."
-    grads, losses = per_sample_grads(model, x, targets, visible, with_loss=True)
-    pub = None
-    if public is not None and len(public[0]):
-        pub = torch.autograd.grad(simcc_loss(model(public[0]), public[1], public[2]), [p for p in model.parameters() if p.requires_grad])
-    return grads, losses, pub
+    "(clipped sum Σᵢ clip_C(gᵢ) per parameter, per-sample losses, plain public gradient per parameter or None), from one forward and backward."
+    n, npub = len(x), len(public[0]) if public is not None else 0
+    if npub: x, targets, visible = torch.cat([x, public[0]]), [torch.cat(p) for p in zip(targets, public[1])], torch.cat([visible, public[2]])
+    g = CLIPPING[clipping](model, x, targets, visible)
+    W = x.new_zeros(len(x), 2 if npub else 1)
+    W[:n, 0] = clip_factors(g.norms[:n], C)  # private rows: their clipping factors; public rows: 0
+    if npub: W[n:, 1] = 1 / npub  # public rows: the mean public loss
+    sums = g.weighted_sum(W)
+    return [s[0] for s in sums], g.losses[:n], ([s[1] for s in sums] if npub else None)
 
 def private_update(dp:PoseDPOptimizer, # the optimizer over the model's trainable parameters
-                   grads:dict, # per-sample gradients, in parameter order
+                   sums:list, # clipped sum per parameter, in parameter order
                    losses:torch.Tensor, # per-sample losses (returned)
                    pub:list=None, # public gradient, or None
                   )->torch.Tensor:
-    "Hand one batch's gradients to `dp` and step: clip, noise, project, add λ·g_pub, AdamW."
-    for p, g in zip(dp.params, grads.values()): p.grad_sample = g
+    "Hand one batch's clipped sum and public gradient to `dp` and step: noise, ÷B, project, add λ·g_pub, AdamW."
+    for p, s in zip(dp.params, sums): p.grad = s
     for p, g in zip(dp.params, pub or [None] * len(dp.params)): p.public_grad = g
     dp.step(); dp.zero_grad()
     return losses
 
 def public_gradients(model:PoseModel, # model in train mode
-                     images:torch.Tensor, # (m, 3, H, W) public crops
+                     images:torch.Tensor, # (m, …) public crops, or their prefix features
                      targets:tuple, # their SimCC targets
                      visible:torch.Tensor, # (m, J)
-                     bs:int=50, # chunk size (50 was fastest here for m = 100)
+                     bs:int=100, # chunk size (bounds the memory of one chunk's activations)
+                     clipping:str='ghost', # how per-sample gradients are computed (a key of `CLIPPING`)
+                     dtype=torch.float64, # of the result: `PublicSubspace.fit` works in float64
                     )->torch.Tensor:
     "(m, p) per-sample gradients of the public persons at the current weights, flattened in parameter order."
-    chunks = (per_sample_grads(model, images[i:i+bs], [t[i:i+bs] for t in targets], visible[i:i+bs]) for i in range(0, len(images), bs))
-    return torch.cat([torch.cat([v.flatten(1) for v in g.values()], 1) for g in chunks])
+    return torch.cat([CLIPPING[clipping](model, images[i:i+bs], [t[i:i+bs] for t in targets], visible[i:i+bs]).per_sample(dtype)
+                      for i in range(0, len(images), bs)])
 
 class PrivateStep(Callback):
-    "Replace fastai's backward and step with the private step of `PoseDPOptimizer` (per-sample gradients by torch.func)."
+    "Replace fastai's backward and step with the private step of `PoseDPOptimizer`: clipped sum, public gradient, noise, AdamW."
     order = 70  # after the ParamScheduler has set this batch's learning rate
     def __init__(self, plan:PrivacyPlan, # σ, q and the steps the budget covers
                  steps_per_epoch:int, # Poisson steps in one epoch (1/q)
@@ -128,10 +136,12 @@ class PrivateStep(Callback):
                  seed:int=42, # seed of the noise (reseeded per epoch so a resumed run repeats it)
                  sigma_bins:float=3., # SimCC target width
                  public_batch:str='same', # g_pub on ψ of the same Poisson batch (paper Figure 1) or of an 'independent' S_pub batch
+                 clipping:str='ghost', # how per-sample norms and the clipped sum are computed (a key of `CLIPPING`)
                 ):
         if public_batch not in ('same', 'independent'): raise ValueError(f"public_batch must be 'same' or 'independent', got {public_batch!r}.")
         self.plan, self.spe, self.view, self.public, self.refresh, self.seed, self.sigma_bins = plan, steps_per_epoch, view, public, refresh, seed, sigma_bins
-        self.public_batch = public_batch
+        if clipping not in CLIPPING: raise ValueError(f"clipping must be one of {sorted(CLIPPING)}, got {clipping!r}.")
+        self.public_batch, self.clipping = public_batch, clipping
     @property
     def dp(self)->PoseDPOptimizer: return self.learn.opt.opt
     @property
@@ -151,30 +161,42 @@ class PrivateStep(Callback):
         self.steps = self.epoch * self.spe  # every epoch is exactly 1/q steps: a resumed run knows what it spent
         self.dp.generator.manual_seed(self.seed * 100_003 + self.epoch + 7)
     def targets(self, joints): return simcc_targets(joints, self.dls.valid.dataset.input_size, self.model.head.k, self.sigma_bins)
-    def public_pass(self, images, t, visible, mask, features:bool)->tuple:
-        "(ψ inputs, targets, visible) of this step's public pass: ψ of the same batch or of B persons drawn from S_pub; its prefix `features`."
+    def view_features(self, ds)->torch.Tensor:
+        "ψ of every preloaded crop of `ds` through the frozen prefix, on the model's device: computed once, as neither changes while a run trains."
+        key, cache = (ds, self.dp.params[0].device), self.__dict__.setdefault('_view_features', {})
+        if key not in cache:
+            c, dev = ds.crops, key[1]
+            cache[key] = torch.cat([self.model.prefix_features(self.view({'image': c['image'][i:i+256].to(dev).float().div_(255), 'mask': c['mask'][i:i+256].to(dev)}))
+                                    for i in range(0, len(ds), 256)])
+        return cache[key]
+    def public_pass(self, images, t, visible, mask, features:bool, index=None)->tuple:
+        "(ψ inputs, targets, visible) of this step's public pass: ψ of the same batch (rows `index`) or of B persons drawn from S_pub; its prefix `features`."
         if self.view is None: return None
+        ds, rows = self.dls.train.dataset, index
         if self.public_batch == 'independent':
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.steps)  # a function of the step: resumes identically
-            idx = torch.randint(len(self.public), (self.dp.expected_batch_size,), generator=g)
-            sp = self.spub
-            images, t, visible, mask = pose_images(sp)[idx], self.targets(sp[1][idx]), sp[2][idx], sp[4][idx]
+            rows = torch.randint(len(self.public), (self.dp.expected_batch_size,), generator=g)
+            sp, ds = self.spub, self.public
+            images, t, visible, mask = pose_images(sp)[rows], self.targets(sp[1][rows]), sp[2][rows], sp[4][rows]
+        if features and rows is not None and ds.crops is not None: return self.view_features(ds)[rows.to(t[0].device)], t, visible
         psi = self.view({'image': images, 'mask': mask})
         return (self.model.prefix_features(psi) if features else psi), t, visible
-    def gradients(self, x, joints, visible, mask, images=None)->tuple:
-        "(per-sample gradients {name: (B, …)}, per-sample losses, public gradient list or None) of one batch; `x`: the images or their prefix features."
+    def gradients(self, x, joints, visible, mask, images=None, index=None)->tuple:
+        "(clipped sum per parameter, per-sample losses, public gradient per parameter or None) of one batch; `x`: the images or their prefix features."
         t, images = self.targets(joints), x if images is None else images
-        return private_gradients(self.model, x, t, visible, self.public_pass(images, t, visible, mask, features=images is not x))
+        public = self.public_pass(images, t, visible, mask, features=images is not x, index=index)
+        return private_gradients(self.model, x, t, visible, self.dp.max_grad_norm, public, self.clipping)
     def refit(self):
         "Refit the subspace to per-sample gradients of S_pub at the current weights."
         x, j, v, *_ = self.spub
-        self.dp.subspace.fit(public_gradients(self.model, x, self.targets(j), v))
+        self.dp.subspace.fit(public_gradients(self.model, x, self.targets(j), v, clipping=self.clipping))
     def before_batch(self):
         if not self.training: return
         if self.steps >= self.plan.steps: raise CancelFitException()  # the budget is spent
         if self.dp.subspace is not None and (self.steps % self.refresh == 0 or self.steps == self.epoch * self.spe):
             self.refit()  # every `refresh` steps and at each epoch's start (a resumed run needs V at the weights it resumes from)
-        losses = private_update(self.dp, *self.gradients(self.xb[0], self.yb[0], self.yb[1], self.yb[3], pose_images((*self.xb, *self.yb))))
+        x, joints, visible, index, mask, *_ = batch = (*self.xb, *self.yb)  # `pose_batch`'s order
+        losses = private_update(self.dp, *self.gradients(x, joints, visible, mask, pose_images(batch), index))
         self.steps += 1
         self.learn.loss = self.learn.loss_grad = losses.mean() if len(losses) else torch.zeros(())
         raise CancelBatchException()  # fastai's own forward, backward and step are skipped
@@ -209,6 +231,7 @@ def private_learner(model:PoseModel, # model with its strategy set
                     accountant:str='rdp', # accountant calibrating σ ('rdp' or 'prv')
                     public_batch:str='same', # feature methods: ψ of the 'same' Poisson batch, or an 'independent' S_pub batch
                     optimizer:str='adamw', # 'adamw' (the authors') or 'sgd' (momentum 0.9) on the privatised gradient
+                    clipping:str='ghost', # per-sample norms and clipped sum layer by layer ('ghost') or from torch.func's per-sample gradients ('vmap')
                     seed:int=42, # seed of sampling and noise
                     workers:int=0, # DataLoader worker processes
                     preload:bool=True, # decode the (never augmented) crops once; at `finetune` also cache the frozen prefix's features
@@ -235,7 +258,7 @@ def private_learner(model:PoseModel, # model with its strategy set
     dls = DataLoaders(train_dl, DataLoader(valid, 4 * bs, collate_fn=pose_batch, num_workers=workers))
     dls.n_inp = 1
     view = public_view(spec['view'], valid.input_size) if spec['view'] else None
-    step = PrivateStep(plan, len(train_dl), view, public, refresh, seed, public_batch=public_batch)
+    step = PrivateStep(plan, len(train_dl), view, public, refresh, seed, public_batch=public_batch, clipping=clipping)
     learn = pose_learner(model, dls, lr, wd, opt_func=opt_func, cbs=[step])
     learn.privacy = plan.record(0)
     return learn
@@ -245,7 +268,7 @@ def _peak_bytes(dev:torch.device)->int:
     "Peak memory of this process so far: what the CUDA allocator held on a GPU, resident memory on a CPU."
     return torch.cuda.max_memory_allocated(dev) if dev.type == 'cuda' else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, queue):
+def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, clipping, queue):
     "Child process: median step seconds and peak extra memory (bytes) of `method` ('nonprivate' or a `METHODS` key)."
     torch.set_num_threads(threads); torch.manual_seed(0)
     from dphpe.model import pose_model, set_strategy
@@ -266,7 +289,9 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
                              subspace=PublicSubspace(k).fit(torch.randn(m, sum(p.numel() for p in params)).to(dev)) if spec['project'] else None)
         view = public_view(spec['view'], input_size) if spec['view'] else None
         mask = torch.randint(0, 4, (bs, H, W), dtype=torch.uint8).to(dev)
-        def step(): private_update(dp, *private_gradients(model, xf, t, v, (feed(view({'image': x, 'mask': mask})), t, v) if view else None))
+        psi = lambda: feed(view({'image': x, 'mask': mask}))  # ψ through the prefix: once per run when cached (`view_features`), else every step
+        cached_psi = psi() if cached and view else None
+        def step(): private_update(dp, *private_gradients(model, xf, t, v, .01, (cached_psi if cached else psi(), t, v) if view else None, clipping))
     step(); sync()  # warm-up
     ts = []
     for _ in range(repeats): s = time.perf_counter(); step(); sync(); ts.append(time.perf_counter() - s)
@@ -275,17 +300,19 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
            'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}
     if method == 'projection':  # the refresh: m public per-sample gradients, then the Gram eigendecomposition
         xp, jp = (a.to(dev) for a in (torch.rand(m, 3, H, W), torch.rand(m, 16, 2) * torch.tensor([W, H]) * .9))
-        xp = feed(xp); sync()
-        s = time.perf_counter(); PublicSubspace(k).fit(public_gradients(model, xp, simcc_targets(jp, input_size), torch.ones(m, 16, device=dev))); sync()
-        res['refresh_seconds'] = time.perf_counter() - s
+        xp, tp, vp = feed(xp), simcc_targets(jp, input_size), torch.ones(m, 16, device=dev)
+        def refresh(): PublicSubspace(k).fit(public_gradients(model, xp, tp, vp, clipping=clipping)); sync()
+        refresh(); ts = []  # warm-up, then the median of 3
+        for _ in range(3): s = time.perf_counter(); refresh(); ts.append(time.perf_counter() - s)
+        res['refresh_seconds'] = statistics.median(ts)
     queue.put(res)
 
-def _measure(method, strategy, cached, *args)->dict:
+def _measure(method, strategy, cached, *args, clipping='ghost')->dict:
     "`_step_cost` of one method in a fresh process (peak memory is per process on a CPU)."
     from dphpe.methods import _step_cost  # spawned children import it from the package (also when called from a notebook)
     backbone, input_size, bs, repeats, k, m = args
     ctx = mp.get_context('spawn'); q = ctx.Queue()
-    p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, q))
+    p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, clipping, q))
     p.start(); p.join()  # the result is a small dict: it fits the queue's pipe, so joining first cannot deadlock
     if p.exitcode: raise RuntimeError(f"Benchmarking {method!r} failed in its process (exit code {p.exitcode}); its traceback is above.")
     return q.get()
@@ -297,7 +324,7 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
                  repeats:int=10, # timed steps per method (median reported)
                  k:int=50, m:int=100, refresh:int=50, # subspace rank, public samples, steps between refreshes
                 )->dict:
-    "Step time and peak extra memory of each method against the non-private step; ms per sample, with and without the prefix cache."
+    "Step time and peak extra memory of each method against the non-private step; ms per sample, with and without the prefix cache, and by both ways of clipping."
     args, ms = (backbone, input_size, bs, repeats, k, m), lambda r: 1e3 * r['seconds'] / bs
     from dphpe.model import pose_model, set_strategy
     cached = set_strategy(pose_model(backbone, 16, input_size), strategy).prefix_frozen()  # as the runs train (`preload_crops`)
@@ -310,6 +337,9 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
                          'peak_mb': ref['peak_bytes'] / 2**20, 'device': ref['device']}
     res['projection_refresh_fraction'] = out['projection']['refresh_seconds'] / (refresh * out['projection']['seconds'])
     res['nonprivate_ms_per_sample'] = {s: ms(ref) if s == strategy else ms(_measure('nonprivate', s, False, *args)) for s in STRATEGIES}
+    vmap = _measure('dpsgd', strategy, cached, *args, clipping='vmap')  # DP-SGD with torch.func's per-sample gradients, side by side
+    res['clipping'] = {'ghost': res['dpsgd']['ms_per_sample'], 'vmap': ms(vmap), 'vmap_time_ratio': vmap['seconds'] / ref['seconds'],
+                       'vmap_mem_ratio': vmap['peak_extra_bytes'] / max(ref['peak_extra_bytes'], 1)}
     if cached:  # the same steps from the images, as before the cache: side by side, in one run
         res['uncached_ms_per_sample'] = {meth: ms(_measure(meth, strategy, False, *args)) for meth in ('nonprivate', 'dpsgd')}
         res['prefix_cache_speedup'] = {meth: v / res[meth]['ms_per_sample'] for meth, v in res['uncached_ms_per_sample'].items()}

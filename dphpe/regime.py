@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np, pandas as pd, torch
 import matplotlib
 import matplotlib.pyplot as plt
-from .model import STRATEGIES, pose_model, set_strategy, trainable_count, simcc_targets, per_sample_grads
+from .model import STRATEGIES, pose_model, set_strategy, trainable_count, simcc_targets
 from .data import PoseDataset
 from .train import pose_batch, predict, persons_pckh
 from .privacy import PrivacyPlan
@@ -100,9 +100,7 @@ def start_state(preset:str, # a key of `STUDY_PRESETS` (embedded data)
         return pose_batch([ds[i] for i in range(len(ds))])
     def grads(persons):
         x, j, v, *_ = batch(persons)
-        t = simcc_targets(j, size, model.head.k)
-        return torch.cat([torch.cat([g.flatten(1) for g in per_sample_grads(model, x[i:i+chunk], [a[i:i+chunk] for a in t], v[i:i+chunk]).values()], 1)
-                          for i in range(0, len(x), chunk)])
+        return public_gradients(model, x, simcc_targets(j, size, model.head.k), v, bs=chunk, dtype=torch.float32)
     pick = np.random.default_rng(0).choice(len(splits.private), size=min(n, len(splits.private)), replace=False)
     G = grads([splits.private[i] for i in np.sort(pick)])
     x, j, v, *_ = batch(splits.public)
