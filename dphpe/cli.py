@@ -183,7 +183,7 @@ def cmd_calibrate(args):
     from dphpe.sweep import sweep
     from dphpe.regime import regime_card, write_calibration
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/'calibration'/args.preset)
-    res = sweep(args.preset, runs, args.jobs, blocks='calibration')
+    res = sweep(args.preset, runs, args.jobs, where_filter(args.where), blocks='calibration')
     files = write_calibration(regime_card(args.preset, runs), runs, out)
     print((out/'checks.md').read_text() + f"\n{len(files)} files written to {out}")
     return 1 if res['failed'] else 0
@@ -284,6 +284,7 @@ def parser()->argparse.ArgumentParser:
     rg.set_defaults(func=cmd_regime)
     cb = sub.add_parser('calibrate', help="the preset's calibration runs (non-private and DP-SGD only), its card and checks")
     cb.add_argument('--preset', default='quick', help='a study preset'); cb.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
+    cb.add_argument('--where', nargs='*', default=[], help='only runs matching NAME=VALUE[,VALUE…], e.g. seed=0');
     cb.add_argument('--runs', default=None, help='default runs/<preset>'); cb.add_argument('--out', default=None, help='default figures/calibration/<preset>')
     cb.set_defaults(func=cmd_calibrate)
     nz = sub.add_parser('noise', help='noise multiplier for a target (epsilon, delta)')

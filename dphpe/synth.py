@@ -770,7 +770,7 @@ def mpii_entry(scene:dict, # from `sample_scene`
               )->dict:
     "One person in HRNet's MPII JSON layout (1-based joints; missing = [-1, -1], vis 0), plus headbox and mask."
     j, vis = mpii_joints(scene); j = np.where(vis[:, None] > 0, j + 1, -1.)
-    x0, y0, x1, y1 = scene['extent']; s = (y1 - y0) / 200
+    x0, y0, x1, y1 = scene['extent']; s = 6 * np.linalg.norm(scene['joints']['head_top'] - scene['joints']['upper_neck']) / 200  # MPII: from the head
     return dict(joints_vis=vis.tolist(), joints=_r(j), image=image, scale=round(float(s), 4),
                 center=_r([(x0 + x1)/2 + 1, (y0 + y1)/2 - 15*s + 1]), headbox=_r(scene['headbox'] + 1),
                 mask=Path(image).with_suffix('.png').name)
@@ -823,7 +823,7 @@ SYNTH_PRESETS = {
     'quick': dict(img_size=(160, 160), mpii_train=3000, mpii_valid=600, coco_train=3000, coco_val=300, humanart_train=1000, humanart_val=300),
     'full':  dict(img_size=(160, 160), mpii_train=10000, mpii_valid=1500, coco_train=10000, coco_val=1000, humanart_train=3000, humanart_val=600),
 } # image size (H, W) and number of samples (one annotated person each) per set and split
-GENERATOR_VERSION = '1.0'
+GENERATOR_VERSION = '1.1'  # 1.1: MPII scale from the head, as real MPII
 
 def sample_seed(seed:int, ds:str, split:str, i:int)->np.random.Generator:
     "The random stream of sample `i` of split `split` of set `ds`."

@@ -47,6 +47,17 @@ def test_mpii_fixture_center_scale_hrnet_order():
     p = load_mpii(root, 'test_mpii')[0]  # hand-computed for the first record: c (966, 340), s 4.718488
     np.testing.assert_allclose(p.center, [965.0, 409.77732], atol=1e-3); np.testing.assert_allclose(p.scale, 5.89811, atol=1e-5)
 
+def test_mpii_scale_follows_the_head_on_real_and_synthetic_files(tmp_path):
+    "Real MPII sets `scale` from the head (upper neck to head top = scale·200/6); the synthetic MPII files do the same."
+    raw = raw_json(need('mpii')/'annot'/'test_mpii.json')
+    head = lambda r: np.linalg.norm(np.subtract(r['joints'][9], r['joints'][8]))
+    np.testing.assert_allclose([head(r) / (r['scale'] * 200) for r in raw], 1 / 6, rtol=1e-3)
+    from dphpe.synth import make_synth
+    synth = raw_json(make_synth('tiny', root=tmp_path/'synth', progress=False)/'mpii'/'annot'/'train.json')
+    both = [r for r in synth if r['joints_vis'][8] and r['joints_vis'][9]]  # written joints are visible ones; -1 otherwise
+    assert len(both) > 10
+    np.testing.assert_allclose([head(r) / (r['scale'] * 200) for r in both], 1 / 6, rtol=2e-3)  # 2-decimal joints, 4-decimal scale
+
 def test_mpii_gt_mat_headboxes(tmp_path):
     root = need('mpii'); n = len(raw_json(root/'annot'/'test_mpii.json'))
     hb = np.zeros((2, 2, n)); hb[0, :, :] = np.arange(n) + 10; hb[1, :, :] = np.arange(n) + 50  # 1-based corners
