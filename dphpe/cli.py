@@ -181,11 +181,17 @@ def cmd_regime(args):
 def cmd_calibrate(args):
     "`dphpe calibrate`: the preset's calibration runs (baselines only), then its card and checks."
     from dphpe.sweep import sweep
-    from dphpe.regime import regime_card, write_calibration
+    from dphpe.experiment import STUDY_PRESETS
+    from dphpe.regime import regime_card, write_calibration, write_sgd_calibration
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/'calibration'/args.preset)
     res = sweep(args.preset, runs, args.jobs, where_filter(args.where), blocks='calibration')
-    files = write_calibration(regime_card(args.preset, runs), runs, out)
-    print((out/'checks.md').read_text() + f"\n{len(files)} files written to {out}")
+    blocks = STUDY_PRESETS[args.preset].calibration
+    if any('nonprivate' in b.methods for b in blocks):  # the baselines that chose the preset: its card and checks
+        files = write_calibration(regime_card(args.preset, runs), runs, out)
+        print((out/'checks.md').read_text() + f"\n{len(files)} files written to {out}")
+    if any(dict(b.switches).get('optimizer') == 'sgd' for b in blocks):  # the ablation's SGD learning rate, chosen on DP-SGD
+        files = write_sgd_calibration(runs, out)
+        print(files[1].read_text() + f"\n{len(files)} files written to {out}")
     return 1 if res['failed'] else 0
 
 def write_regime(runs:Path, # run directories of a report
@@ -271,7 +277,7 @@ def parser()->argparse.ArgumentParser:
     r.add_argument('--out', default=None, help='run directory (default RUNS/<preset>/<run name>)'); r.add_argument('--runs', default='runs')
     r.add_argument('--log-output', dest='log_output', action='store_true', help="show the notebook's output here instead of in log.txt"); r.set_defaults(func=cmd_run)
     sw = sub.add_parser('sweep', help="every missing run of a preset's grid, in parallel processes")
-    sw.add_argument('--preset', required=True, help='tiny, quick, full, paper-mpii or paper-humanart'); sw.add_argument('--jobs', type=int, default=None)
+    sw.add_argument('--preset', required=True, help='tiny, quick, full, ablation, paper-mpii or paper-humanart'); sw.add_argument('--jobs', type=int, default=None)
     sw.add_argument('--runs', default=None, help='folder of the run directories (default runs/<preset>)')
     sw.add_argument('--where', nargs='*', default=[], metavar='NAME=V1,V2', help='only runs whose parameters match')
     sw.add_argument('--data', default=None, help='dataset folder (real-data presets)'); sw.set_defaults(func=cmd_sweep)

@@ -8,22 +8,23 @@ import json, os, platform, time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-import numpy as np
+import numpy as np, torch
 from .synth import make_synth, SYNTH_PRESETS
 from .data import PoseDataset, load_mpii, load_humanart, read_coco, HUMANART_LAYOUT
 from .features import make_splits
 from .metrics import box_pck_groups, coco_keypoint_eval
 from .model import STRATEGIES, trainable_count
-from .train import predict, persons_pckh, fit_pose, save_atomic
+from .train import predict, persons_pckh, fit_pose, save_atomic, ValidationCurve, preload_crops
 from .pretrain import TrainConfig, TRAIN_PRESETS, FEATURES, public_pretraining, initial_model, train_pose
 from .privacy import check_budget, ACCOUNTANTS
-from .methods import METHODS, private_learner
+from .methods import METHODS, private_learner, OPTIMIZERS, BASES, MASK_PRIVATE, SWITCH_METHODS
 
 # %% auto #0
-__all__ = ['ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID', 'PAPER_METHODS', 'REGIME_TRAIN', 'CALIBRATION', 'STUDY_PRESETS',
-           'RUN_PARAMETERS', 'DATASETS', 'Block', 'StudyPreset', 'run_params', 'run_name', 'data_root',
-           'dataset_persons', 'run_data', 'run_scores', 'write_json_atomic', 'read_metrics', 'versions', 'train_run',
-           'final_predictions', 'run_experiment']
+__all__ = ['ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID', 'PAPER_METHODS', 'REGIME_TRAIN', 'CALIBRATION', 'ABLATIONS',
+           'AUTHORS_CODE', 'SGD_ETAS', 'STUDY_PRESETS', 'RUN_PARAMETERS', 'SWITCHES', 'DATASETS', 'NAMED',
+           'HORIZON_PERSONS', 'Block', 'StudyPreset', 'ablation_grid', 'default_lr', 'run_params', 'off_default',
+           'run_name', 'data_root', 'dataset_persons', 'run_data', 'run_scores', 'write_json_atomic', 'read_metrics',
+           'versions', 'train_run', 'final_predictions', 'best_predictions', 'run_experiment']
 
 # %% ../nbs/10_experiment.ipynb #bce3cdf2
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Block:
     C: tuple = (1., .1, .01) # clipping norms (private methods)
     epsilon: tuple = (.2, .4, .6, .8) # target budgets (private methods)
     features: tuple = ('raw', 'public') # input of the non-private baselines
+    switches: tuple = () # (run parameter, value) pairs set in every run of the block (the ablations)
 
 @dataclass(frozen=True)
 class StudyPreset:
@@ -48,6 +50,7 @@ class StudyPreset:
     grid: tuple = () # `Block`s the sweep runs
     calibration: tuple = () # `Block`s of baselines only (non-private, DP-SGD) that chose the preset's settings
     preregistered: str = '' # the commit ('Pre-register: …') that froze these settings before the methods under test ran
+    sgd_lr: float = 0. # η: a private run with optimizer='sgd' and no lr trains at lr = η/C (chosen on DP-SGD; 0: none chosen)
     def __post_init__(self):
         if self.data != 'real' and self.data not in SYNTH_PRESETS: raise ValueError(f"Unknown data preset {self.data!r}.")
 
@@ -66,6 +69,27 @@ PAPER_METHODS = tuple(m for m, spec in METHODS.items() if spec['view'] != 'mask'
 REGIME_TRAIN = TrainConfig('tinyvit_embedded_s16', (96, 64), bs=24, epochs=7, pretrain_epochs=10)  # regime-matched on 2 CPU cores (see above)
 CALIBRATION = (Block('mpii', ('nonprivate',), STRATEGIES), Block('mpii', ('dpsgd',), C=ALL_C, epsilon=(.2, .8)))  # baselines only
 
+ABLATIONS = (('basis', 'authors'), ('public_in_private_sum', True), ('optimizer', 'sgd'), ('weight_decay', .01), ('loss_scale', 2.),
+             ('private_augment', True), ('refresh', 1), ('k', 4), ('k', 100), ('mask_private', 'private_tokens'))  # one alternative per row
+AUTHORS_CODE = (('basis', 'authors'), ('public_in_private_sum', True), ('select', 'best'), ('weight_decay', .01), ('loss_scale', 2.),
+                ('private_augment', True))  # every alternative the authors' scripts take (they train with AdamW, refresh every 50 steps)
+
+SGD_ETAS = (1e-4, 3e-4, 1e-3, 3e-3)  # candidate η (SGD's lr = η/C) for the ablation's SGD rows, tried on DP-SGD only (seed 0)
+
+def _changes(switch:str, method:str)->bool:
+    "Whether `switch` can change a run of `method`."
+    return method in SWITCH_METHODS.get(switch, METHODS) and (switch != 'k' or METHODS[method]['project'])
+
+def ablation_grid(methods:tuple=PAPER_METHODS, # the methods under study (MaskDP joins for its own switch)
+                  C:tuple=(1., .01), epsilon:tuple=(.2, .8), # the paper's central settings
+                  horizon:int=50, # every run scores the validation subset every this many steps
+                 )->tuple:
+    "`Block`s of the ablation: the defaults, each of `ABLATIONS` alone on the methods it changes, and `AUTHORS_CODE` together."
+    block = lambda ms, sw: Block('mpii', tuple(ms), C=C, epsilon=epsilon, switches=(*sw, ('horizon', horizon)))
+    every = (*methods, 'maskdp')
+    singles = [block([m for m in every if _changes(s, m) and (m in methods or s == 'mask_private')], [(s, v)]) for s, v in ABLATIONS]
+    return (block(every, []), *singles, *(block([m], [(s, v) for s, v in AUTHORS_CODE if _changes(s, m)]) for m in methods))
+
 STUDY_PRESETS = {
     'tiny':  StudyPreset('tiny', replace(TRAIN_PRESETS['tiny'], epochs=1, pretrain_epochs=1), m=16, k=8,
                          grid=(Block('mpii', ('nonprivate',)), Block('mpii', tuple(METHODS), C=(.01,), epsilon=(.8,))),
@@ -75,6 +99,9 @@ STUDY_PRESETS = {
     'full':  StudyPreset('full', replace(REGIME_TRAIN, epochs=9), private_limit=5650, seeds=(0, 1, 2), calibration=CALIBRATION + HUMANART_GRID[:1],
                          preregistered='d902d2a',
                          grid=MPII_GRID + HUMANART_GRID),
+    'ablation': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=ablation_grid(),  # `quick`'s settings
+                            calibration=tuple(Block('mpii', ('dpsgd',), C=(c,), epsilon=(.2, .8), switches=(('optimizer', 'sgd'), ('lr', round(eta / c, 12)), ('horizon', 50)))
+                                              for eta in SGD_ETAS for c in (1., .01))),
     'paper-mpii':     StudyPreset('real', TRAIN_PRESETS['real'], grid=(MPII_GRID[0], replace(MPII_GRID[1], methods=PAPER_METHODS))),
     'paper-humanart': StudyPreset('real', TRAIN_PRESETS['real'], grid=HUMANART_GRID),
 }
@@ -82,11 +109,40 @@ STUDY_PRESETS = {
 # %% ../nbs/10_experiment.ipynb #eca1badb
 RUN_PARAMETERS = dict(preset='tiny', data=None, dataset='mpii', method='feature_projection', features='raw', strategy='finetune',
                       C=0.01, epsilon=0.8, delta=4e-5, k=None, m=None, public_weight=None, seed=0, epochs=None, bs=None,
-                      accountant='rdp', public_batch='same')
+                      accountant='rdp', public_batch='same',
+                      basis='per_sample', public_in_private_sum=False, select='last', optimizer='adamw', lr=None, weight_decay=None,
+                      loss_scale=1., private_augment=False, refresh=50, mask_private='whole', horizon=0)
+SWITCHES = ('basis', 'public_in_private_sum', 'select', 'optimizer', 'loss_scale', 'private_augment', 'refresh', 'mask_private', 'horizon')
 DATASETS = ('mpii', 'humanart')
 
 def _choice(name, value, options):
     if value not in options: raise ValueError(f"Unknown {name} {value!r}; choose one of {sorted(options)}.")
+
+def default_lr(preset:str, # a key of `STUDY_PRESETS`
+               optimizer:str, # 'adamw' or 'sgd'
+               C:float, # the run's clipping norm
+              )->float|None:
+    "The learning rate of a run that sets none: the preset's with AdamW, η/C with SGD (None when the preset chose no η)."
+    pre = STUDY_PRESETS[preset]
+    if optimizer == 'adamw': return pre.train.lr
+    return pre.sgd_lr / C if pre.sgd_lr else None
+
+def _check_switches(p:dict, pre:StudyPreset):
+    "Refuse switches that the run's method cannot use; fill in the learning rate and weight decay."
+    _choice('basis', p['basis'], BASES); _choice('optimizer', p['optimizer'], OPTIMIZERS); _choice('mask_private', p['mask_private'], MASK_PRIVATE)
+    _choice('select', p['select'], ('last', 'best'))
+    if p['method'] == 'nonprivate':
+        if bad := [k for k in SWITCHES if p[k] != RUN_PARAMETERS[k]]: raise ValueError(f"{', '.join(bad)} applies to private runs only; leave it at its default for non-private runs.")
+    for k, default in RUN_PARAMETERS.items():
+        if p['method'] != 'nonprivate' and k in SWITCH_METHODS and p[k] != default and p['method'] not in SWITCH_METHODS[k]:
+            raise ValueError(f"{k}={p[k]!r} changes only {', '.join(SWITCH_METHODS[k])}; method {p['method']!r} needs {k}={default!r}.")
+    for k in ('refresh', 'horizon'):
+        if not (isinstance(p[k], int) and p[k] >= (k == 'refresh')): raise ValueError(f"{k} must be a {'positive' if k == 'refresh' else 'non-negative'} integer, got {p[k]!r}.")
+    if not (isinstance(p['loss_scale'], (int, float)) and p['loss_scale'] > 0): raise ValueError(f"loss_scale must be a positive number, got {p['loss_scale']!r}.")
+    p['lr'] = default_lr(p['preset'], p['optimizer'], p['C']) if p['lr'] is None else p['lr']
+    if p['lr'] is None: raise ValueError(f"optimizer='sgd' needs lr: preset {p['preset']!r} has no SGD learning rate chosen (sgd_lr); set lr.")
+    p['weight_decay'] = pre.train.wd if p['weight_decay'] is None else p['weight_decay']
+    if not (p['lr'] > 0 and p['weight_decay'] >= 0): raise ValueError(f"lr must be positive and weight_decay non-negative, got {p['lr']!r} and {p['weight_decay']!r}.")
 
 def run_params(**params)->dict:
     "All parameters of a run: `params` over `RUN_PARAMETERS`, the preset's values filled in, checked."
@@ -100,18 +156,31 @@ def run_params(**params)->dict:
     for key, default in (('k', pre.k), ('m', pre.m), ('epochs', pre.train.epochs), ('bs', pre.train.bs)):
         p[key] = default if p[key] is None else p[key]
         if not (isinstance(p[key], int) and p[key] > 0): raise ValueError(f"{key} must be a positive integer, got {p[key]!r}.")
-    if p['method'] == 'nonprivate': return p
-    check_budget(p['epsilon'], p['delta'])
-    if not p['C'] > 0: raise ValueError(f"The clipping norm C must be positive, got {p['C']!r} (the paper uses 1, 0.1, 0.01).")
-    if METHODS[p['method']]['project'] and p['k'] > p['m']: raise ValueError(f"k={p['k']} > m={p['m']}: the subspace rank cannot exceed |S_pub|; lower k or raise m.")
+    if p['method'] != 'nonprivate':
+        check_budget(p['epsilon'], p['delta'])
+        if not p['C'] > 0: raise ValueError(f"The clipping norm C must be positive, got {p['C']!r} (the paper uses 1, 0.1, 0.01).")
+        if METHODS[p['method']]['project'] and p['k'] > p['m']: raise ValueError(f"k={p['k']} > m={p['m']}: the subspace rank cannot exceed |S_pub|; lower k or raise m.")
+    _check_switches(p, pre)
     return p
 
 # %% ../nbs/10_experiment.ipynb #06b1780e
+NAMED = ('preset', 'data', 'dataset', 'method', 'features', 'strategy', 'C', 'epsilon', 'seed')  # what the base of a run's name says
+
+def off_default(p:dict, # from `run_params`
+               )->dict:
+    "{name: value} of the parameters of `p` that differ from its preset's defaults, beyond those the base of its name states."
+    named = {k: p[k] for k in NAMED}
+    default = {**run_params(**named), 'lr': default_lr(p['preset'], p['optimizer'], p['C'])}  # lr's default depends on the optimizer
+    return {k: p[k] for k in RUN_PARAMETERS if k not in NAMED and p[k] != default[k]}
+
+def _value(v)->str: return f"{v:g}" if isinstance(v, float) else str(v)
+
 def run_name(p:dict, # from `run_params`
             )->str:
-    "The run directory's name, e.g. 'mpii-dpsgd-finetune-C0.01-eps0.8-s0' or 'mpii-nonprivate-raw-finetune-s0'."
-    if p['method'] == 'nonprivate': return f"{p['dataset']}-nonprivate-{p['features']}-{p['strategy']}-s{p['seed']}"
-    return f"{p['dataset']}-{p['method']}-{p['strategy']}-C{p['C']:g}-eps{p['epsilon']:g}-s{p['seed']}"
+    "The run directory's name, e.g. 'mpii-dpsgd-finetune-C0.01-eps0.8-s0' or 'mpii-nonprivate-raw-finetune-s0', then '-name=value' for each parameter off its default."
+    if p['method'] == 'nonprivate': base = f"{p['dataset']}-nonprivate-{p['features']}-{p['strategy']}-s{p['seed']}"
+    else: base = f"{p['dataset']}-{p['method']}-{p['strategy']}-C{p['C']:g}-eps{p['epsilon']:g}-s{p['seed']}"
+    return '-'.join([base, *(f"{k}={_value(v)}" for k, v in off_default(p).items())])
 
 # %% ../nbs/10_experiment.ipynb #c87af727
 def data_root(p:dict, # from `run_params`
@@ -171,6 +240,8 @@ def versions()->dict:
     return {'python': platform.python_version(), **{p: md.version(p) for p in ('dphpe', 'torch', 'timm', 'opacus', 'fastai', 'numpy')}}
 
 # %% ../nbs/10_experiment.ipynb #f9fc2619
+HORIZON_PERSONS = 300  # the fixed validation subset of `horizon` curves: the first persons of the validation split
+
 def train_run(p:dict, # from `run_params`
               splits, # from `run_data`
               pretrained:Path|None, # public pretrained checkpoint (None for `scratch`)
@@ -178,17 +249,22 @@ def train_run(p:dict, # from `run_params`
               progress:bool=True, # show fastai's progress bars
              ):
     "Train the run's model; return the fastai `Learner` (with `privacy` for private methods)."
-    cfg = replace(STUDY_PRESETS[p['preset']].train, seed=p['seed'], epochs=p['epochs'], bs=p['bs'])
+    cfg = replace(STUDY_PRESETS[p['preset']].train, seed=p['seed'], epochs=p['epochs'], bs=p['bs'], lr=p['lr'], wd=p['weight_decay'])
     model = initial_model(p['strategy'], cfg, pretrained, joints=len(splits.valid[0].layout))
     meta = {'params': {k: v for k, v in p.items() if k != 'data'}}
     if p['method'] == 'nonprivate':
         return train_pose(model, splits.private, splits.valid, cfg, view=FEATURES[p['features']], checkpoint=checkpoint, meta=meta, progress=progress)
-    ds = lambda persons: PoseDataset(persons, cfg.input_size)
-    learn = private_learner(model, ds(splits.private), ds(splits.valid), p['method'], p['epsilon'], p['delta'], p['C'], p['epochs'], p['bs'],
-                            cfg.lr, cfg.wd, public=ds(splits.public), k=p['k'], public_weight=p['public_weight'], accountant=p['accountant'],
-                            public_batch=p['public_batch'], seed=p['seed'], workers=cfg.workers)
+    ds = lambda persons, augment=False: PoseDataset(persons, cfg.input_size, augment=augment, seed=p['seed'])
+    learn = private_learner(model, ds(splits.private, p['private_augment']), ds(splits.valid), p['method'], p['epsilon'], p['delta'], p['C'],
+                            p['epochs'], p['bs'], cfg.lr, cfg.wd, public=ds(splits.public), k=p['k'], refresh=p['refresh'],
+                            public_weight=p['public_weight'], accountant=p['accountant'], public_batch=p['public_batch'], optimizer=p['optimizer'],
+                            basis=p['basis'], public_in_private_sum=p['public_in_private_sum'], loss_scale=p['loss_scale'],
+                            mask_private=p['mask_private'], seed=p['seed'], workers=cfg.workers)
+    if p['horizon']:
+        subset = ds(splits.valid[:HORIZON_PERSONS]); preload_crops(model, subset)
+        learn.add_cb(ValidationCurve(p['horizon'], subset, Path(checkpoint).parent/'horizon.json'))
     if not progress: learn.remove_cbs(learn.progress)
-    fit_pose(learn, p['epochs'], cfg.lr, cfg.schedule, p['seed'], checkpoint, meta=meta)
+    fit_pose(learn, p['epochs'], cfg.lr, cfg.schedule, p['seed'], checkpoint, meta=meta, keep_best=p['select'] == 'best')
     step = learn.private_step  # a finished run took exactly epochs × 1/q Poisson steps (also when resumed or reloaded)
     learn.privacy = step.plan.record(p['epochs'] * step.spe)
     return learn
@@ -203,6 +279,15 @@ def final_predictions(learn, # a trained pose `Learner` (PCKh or box-PCK metrics
     pred, _ = m.gathered()
     return pred[np.argsort(np.concatenate(m.idx))]
 
+def best_predictions(learn, # a trained pose `Learner` whose checkpoint kept its best epoch (`keep_best`)
+                     valid:PoseDataset, # its validation crops
+                     checkpoint:Path, # the run's checkpoint file
+                    )->np.ndarray:
+    "(N, J, 2) predictions of `valid` by the best validation epoch's model (the authors' selection); sets `learn.selected_epoch`."
+    best = torch.load(checkpoint, map_location='cpu', weights_only=False)['best']
+    learn.model.load_state_dict(best['model']); learn.selected_epoch = best['epoch']
+    return predict(learn.model, valid)
+
 # %% ../nbs/10_experiment.ipynb #ea5f1e01
 def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
                    out:Path, # the run directory
@@ -216,16 +301,18 @@ def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
     pretrained = None if p['strategy'] == 'scratch' else public_pretraining(root, pre.train, progress=progress)
     splits = run_data(p, root)
     learn = train_run(p, splits, pretrained, out/'checkpoint.pth', progress)
-    pred = final_predictions(learn, PoseDataset(splits.valid, pre.train.input_size))
+    valid = PoseDataset(splits.valid, pre.train.input_size)
+    pred = final_predictions(learn, valid) if p['select'] == 'last' else best_predictions(learn, valid, out/'checkpoint.pth')
     np.save(out/'predictions.npy', pred)
     metric, scores, coco = run_scores(pred, splits.valid, p['dataset'], root)
     manifest = root/'manifest.json'
-    res = {'name': run_name(p), 'params': p, 'data_root': str(Path(root).resolve()),
+    res = {'name': run_name(p), 'params': p, 'off_default': off_default(p), 'data_root': str(Path(root).resolve()),
            'synthetic': manifest.exists() and json.loads(manifest.read_text()).get('synthetic', False),
            'metric': metric, 'scores': scores, 'coco': coco, 'privacy': getattr(learn, 'privacy', None),
            'seconds': float(sum(learn.epoch_seconds)), 'wall_seconds': time.time() - t0, 'epoch_seconds': learn.epoch_seconds,
            'history': learn.recorder.values, 'history_names': list(learn.recorder.metric_names[1:-1]),
            'train_persons': len(splits.private), 'public_persons': len(splits.public), 'valid_persons': len(splits.valid),
-           'trainable': trainable_count(learn.model), 'versions': versions(), 'finished': datetime.now(timezone.utc).isoformat(timespec='seconds')}
+           'trainable': trainable_count(learn.model), 'selected_epoch': getattr(learn, 'selected_epoch', p['epochs']),
+           'horizon': json.loads((out/'horizon.json').read_text()) if p['horizon'] else None, 'versions': versions(), 'finished': datetime.now(timezone.utc).isoformat(timespec='seconds')}
     write_json_atomic(res, out/'metrics.json')
     return res

@@ -12,7 +12,9 @@ from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from fastai.callback.core import Callback, CancelBatchException, CancelFitException
 from .model import PoseModel, STRATEGIES, simcc_targets, simcc_loss
 from .train import pose_batch, pose_images, pose_learner, preload_crops
-from .features import public_view
+from .features import public_view, PublicView
+from .synth import MASK_LABELS
+from .data import PoseDataset
 from .clipping import CLIPPING, clip_factors
 
 from .privacy import PrivacyPlan
@@ -22,8 +24,9 @@ from fastai.torch_core import default_device
 from functools import partial
 
 # %% auto #0
-__all__ = ['METHODS', 'OPTIMIZERS', 'PublicSubspace', 'flat', 'unflat', 'PoseDPOptimizer', 'poisson_loader', 'private_gradients',
-           'private_update', 'public_gradients', 'PrivateStep', 'private_learner', 'method_costs']
+__all__ = ['METHODS', 'OPTIMIZERS', 'BASES', 'MASK_PRIVATE', 'SWITCH_METHODS', 'PublicSubspace', 'flat', 'unflat',
+           'PoseDPOptimizer', 'poisson_loader', 'private_gradients', 'private_update', 'public_gradients',
+           'batch_means', 'PrivateStep', 'private_tokens', 'private_learner', 'method_costs']
 
 # %% ../nbs/09_methods.ipynb #8e5003f3
 class PublicSubspace:
@@ -94,16 +97,19 @@ def private_gradients(model:PoseModel, # model in train mode
                       C:float, # clipping norm
                       public:tuple=None, # (ψ inputs, targets, visible) of the public pass, or None
                       clipping:str='ghost', # 'ghost' (layer by layer) or 'vmap' (torch.func's per-sample gradients): a key of `CLIPPING`
+                      public_in_sum:bool=False, # also clip the public rows into the sum (the authors' scripts; see "Switches")
+                      loss_scale:float=1., # multiply every loss by this before clipping (2: the authors' Σ_j over joints)
                      )->tuple:
     "(clipped sum Σᵢ clip_C(gᵢ) per parameter, per-sample losses, plain public gradient per parameter or None), from one forward and backward."
-    n, npub = len(x), len(public[0]) if public is not None else 0
+    n, npub, s = len(x), len(public[0]) if public is not None else 0, loss_scale
     if npub: x, targets, visible = torch.cat([x, public[0]]), [torch.cat(p) for p in zip(targets, public[1])], torch.cat([visible, public[2]])
     g = CLIPPING[clipping](model, x, targets, visible)
     W = x.new_zeros(len(x), 2 if npub else 1)
-    W[:n, 0] = clip_factors(g.norms[:n], C)  # private rows: their clipping factors; public rows: 0
-    if npub: W[n:, 1] = 1 / npub  # public rows: the mean public loss
+    clipped = n + npub if public_in_sum else n  # rows in the clipped sum: the private ones (and the public ones, if asked)
+    W[:clipped, 0] = s * clip_factors(s * g.norms[:clipped], C)  # gradients of s·ℓ are s·g: s·g·min(1, C/‖s·g‖)
+    if npub: W[n:, 1] = s / npub  # public rows: the mean public loss
     sums = g.weighted_sum(W)
-    return [s[0] for s in sums], g.losses[:n], ([s[1] for s in sums] if npub else None)
+    return [w[0] for w in sums], s * g.losses[:n], ([w[1] for w in sums] if npub else None)
 
 def private_update(dp:PoseDPOptimizer, # the optimizer over the model's trainable parameters
                    sums:list, # clipped sum per parameter, in parameter order
@@ -128,6 +134,13 @@ def public_gradients(model:PoseModel, # model in train mode
     return torch.cat([CLIPPING[clipping](model, images[i:i+bs], [t[i:i+bs] for t in targets], visible[i:i+bs]).per_sample(dtype)
                       for i in range(0, len(images), bs)])
 
+def batch_means(G:torch.Tensor, # (m, p) per-sample gradients, in order
+                bs:int=32, # rows per batch
+               )->torch.Tensor:
+    "(⌈m/bs⌉, p) mean gradient of each consecutive batch of `bs` rows: the rows of the authors' subspace."
+    return torch.stack([G[i:i+bs].mean(0) for i in range(0, len(G), bs)])
+
+# %% ../nbs/09_methods.ipynb #5fde0a6e
 class PrivateStep(Callback):
     "Replace fastai's backward and step with the private step of `PoseDPOptimizer`: clipped sum, public gradient, noise, AdamW."
     order = 70  # after the ParamScheduler has set this batch's learning rate
@@ -140,20 +153,27 @@ class PrivateStep(Callback):
                  sigma_bins:float=3., # SimCC target width
                  public_batch:str='same', # g_pub on ψ of the same Poisson batch (paper Figure 1) or of an 'independent' S_pub batch
                  clipping:str='ghost', # how per-sample norms and the clipped sum are computed (a key of `CLIPPING`)
+                 basis_set=None, # `PoseDataset` whose gradients span V (default: `public`)
+                 basis_batch:int=0, # 0: V from per-sample gradients; b > 0: from the means of batches of b (the authors' basis)
+                 private_view=None, # view of the private pass (MaskDP's private tokens), or None for the whole crop
+                 public_in_sum:bool=False, # clip the public rows into the noised sum too (the authors' scripts)
+                 loss_scale:float=1., # multiply every loss by this before clipping
                 ):
         if public_batch not in ('same', 'independent'): raise ValueError(f"public_batch must be 'same' or 'independent', got {public_batch!r}.")
-        self.plan, self.spe, self.view, self.public, self.refresh, self.seed, self.sigma_bins = plan, steps_per_epoch, view, public, refresh, seed, sigma_bins
         if clipping not in CLIPPING: raise ValueError(f"clipping must be one of {sorted(CLIPPING)}, got {clipping!r}.")
-        self.public_batch, self.clipping = public_batch, clipping
+        if not refresh >= 1: raise ValueError(f"refresh must be at least 1 step, got {refresh!r}.")
+        self.plan, self.spe, self.view, self.public, self.refresh, self.seed, self.sigma_bins = plan, steps_per_epoch, view, public, refresh, seed, sigma_bins
+        self.public_batch, self.clipping, self.basis_set, self.basis_batch = public_batch, clipping, basis_set or public, basis_batch
+        self.private_view, self.public_in_sum, self.loss_scale = private_view, public_in_sum, loss_scale
     @property
     def dp(self)->PoseDPOptimizer: return self.learn.opt.opt
+    def batch_of(self, ds)->tuple:
+        "All of `ds` as one batch (`pose_batch`: images or prefix features first, images last) on the model's device, read once: its crops never change."
+        key, cache = (ds, self.dp.params[0].device), self.__dict__.setdefault('_batches', {})
+        if key not in cache: cache[key] = tuple(t.to(key[1]) for t in pose_batch([ds[i] for i in range(len(ds))]))
+        return cache[key]
     @property
-    def spub(self)->tuple:
-        "S_pub as one batch (`pose_batch`: images or prefix features first, images last) on the model's device, read once: its crops never change."
-        key = (self.public, self.dp.params[0].device)
-        if getattr(self, '_spub_of', None) != key:
-            self._spub, self._spub_of = tuple(t.to(key[1]) for t in pose_batch([self.public[i] for i in range(len(self.public))])), key
-        return self._spub
+    def spub(self)->tuple: return self.batch_of(self.public)
     def before_fit(self):
         if self.n_epoch * self.spe > self.plan.steps:
             raise ValueError(f"{self.n_epoch} epochs are {self.n_epoch * self.spe} steps, more than the {self.plan.steps} the privacy "
@@ -164,14 +184,20 @@ class PrivateStep(Callback):
         self.steps = self.epoch * self.spe  # every epoch is exactly 1/q steps: a resumed run knows what it spent
         self.dp.generator.manual_seed(self.seed * 100_003 + self.epoch + 7)
     def targets(self, joints): return simcc_targets(joints, self.dls.valid.dataset.input_size, self.model.head.k, self.sigma_bins)
-    def view_features(self, ds)->torch.Tensor:
-        "ψ of every preloaded crop of `ds` through the frozen prefix, on the model's device: computed once, as neither changes while a run trains."
-        key, cache = (ds, self.dp.params[0].device), self.__dict__.setdefault('_view_features', {})
+    def view_features(self, ds, view=None)->torch.Tensor:
+        "`view` (default ψ) of every preloaded crop of `ds` through the frozen prefix, on the model's device: computed once, as none of them changes while a run trains."
+        view = view or self.view
+        key, cache = (ds, view, self.dp.params[0].device), self.__dict__.setdefault('_view_features', {})
         if key not in cache:
-            c, dev = ds.crops, key[1]
-            cache[key] = torch.cat([self.model.prefix_features(self.view({'image': c['image'][i:i+256].to(dev).float().div_(255), 'mask': c['mask'][i:i+256].to(dev)}))
+            c, dev = ds.crops, key[2]
+            cache[key] = torch.cat([self.model.prefix_features(view({'image': c['image'][i:i+256].to(dev).float().div_(255), 'mask': c['mask'][i:i+256].to(dev)}))
                                     for i in range(0, len(ds), 256)])
         return cache[key]
+    def viewed(self, view, images, mask, features:bool, ds, rows)->torch.Tensor:
+        "`view` of a batch (rows `rows` of `ds`), through the frozen prefix when the model reads `features`: from the cache when `ds` is preloaded."
+        if features and rows is not None and ds.crops is not None: return self.view_features(ds, view)[rows.to(images.device)]
+        v = view({'image': images, 'mask': mask})
+        return self.model.prefix_features(v) if features else v
     def public_pass(self, images, t, visible, mask, features:bool, index=None)->tuple:
         "(ψ inputs, targets, visible) of this step's public pass: ψ of the same batch (rows `index`) or of B persons drawn from S_pub; its prefix `features`."
         if self.view is None: return None
@@ -181,18 +207,19 @@ class PrivateStep(Callback):
             rows = torch.randint(len(self.public), (self.dp.expected_batch_size,), generator=g)
             sp, ds = self.spub, self.public
             images, t, visible, mask = pose_images(sp)[rows], self.targets(sp[1][rows]), sp[2][rows], sp[4][rows]
-        if features and rows is not None and ds.crops is not None: return self.view_features(ds)[rows.to(t[0].device)], t, visible
-        psi = self.view({'image': images, 'mask': mask})
-        return (self.model.prefix_features(psi) if features else psi), t, visible
+        return self.viewed(self.view, images, mask, features, ds, rows), t, visible
     def gradients(self, x, joints, visible, mask, images=None, index=None)->tuple:
         "(clipped sum per parameter, per-sample losses, public gradient per parameter or None) of one batch; `x`: the images or their prefix features."
         t, images = self.targets(joints), x if images is None else images
-        public = self.public_pass(images, t, visible, mask, features=images is not x, index=index)
-        return private_gradients(self.model, x, t, visible, self.dp.max_grad_norm, public, self.clipping)
+        features = images is not x
+        public = self.public_pass(images, t, visible, mask, features, index)
+        if self.private_view is not None: x = self.viewed(self.private_view, images, mask, features, self.dls.train.dataset, index)
+        return private_gradients(self.model, x, t, visible, self.dp.max_grad_norm, public, self.clipping, self.public_in_sum, self.loss_scale)
     def refit(self):
-        "Refit the subspace to per-sample gradients of S_pub at the current weights."
-        x, j, v, *_ = self.spub
-        self.dp.subspace.fit(public_gradients(self.model, x, self.targets(j), v, clipping=self.clipping))
+        "Refit the subspace to the gradients of `basis_set` at the current weights: per sample, or batch means if `basis_batch`."
+        x, j, v, *_ = self.batch_of(self.basis_set)
+        G = public_gradients(self.model, x, self.targets(j), v, clipping=self.clipping)
+        self.dp.subspace.fit(batch_means(G, self.basis_batch) if self.basis_batch else G)
     def before_batch(self):
         if not self.training: return
         if self.steps >= self.plan.steps: raise CancelFitException()  # the budget is spent
@@ -215,9 +242,23 @@ METHODS = {
 }
 
 OPTIMIZERS = {'adamw': torch.optim.AdamW, 'sgd': partial(torch.optim.SGD, momentum=0.9)}
+BASES = {'per_sample': 0, 'authors': 32}  # V from per-sample gradients of S_pub, or from means of batches of 32 of S_priv's first m persons
+MASK_PRIVATE = ('whole', 'private_tokens')  # MaskDP's private pass: the whole crop, or only its private pixels (MaskDP Algorithm 1)
+SWITCH_METHODS = {  # the methods each switch can change; elsewhere it must keep its default
+    'basis': tuple(m for m, s in METHODS.items() if s['project']), 'refresh': tuple(m for m, s in METHODS.items() if s['project']),
+    'public_in_private_sum': tuple(m for m, s in METHODS.items() if s['view']), 'mask_private': ('maskdp',)}
+
+def private_tokens(input_size:tuple)->PublicView:
+    "The private pass of MaskDP's Algorithm 1: the crop with its public (body) pixels blanked, the complement of the mask view."
+    public = public_view('mask', input_size).public
+    return public_view('mask', input_size, public_labels=tuple(l for l, v in MASK_LABELS.items() if v not in public))
+
+def _check_switch(name, value, default, method):
+    if value != default and method not in SWITCH_METHODS[name]:
+        raise ValueError(f"{name}={value!r} changes only {', '.join(SWITCH_METHODS[name])}; method {method!r} needs {name}={default!r}.")
 
 def private_learner(model:PoseModel, # model with its strategy set
-                    private:PoseDataset, # S_priv crops (not augmented)
+                    private:PoseDataset, # S_priv crops (augmented ones are read afresh every step; others preloaded)
                     valid:PoseDataset, # validation crops
                     method:str='dpsgd', # a key of `METHODS`
                     epsilon:float=0.8, # target ε
@@ -225,8 +266,8 @@ def private_learner(model:PoseModel, # model with its strategy set
                     C:float=0.01, # per-sample clipping norm
                     epochs:int=1, # epochs the budget covers
                     bs:int=32, # expected batch size B
-                    lr:float=1e-3, # AdamW learning rate
-                    wd:float=1e-4, # AdamW weight decay
+                    lr:float=1e-3, # learning rate
+                    wd:float=1e-4, # weight decay
                     public:PoseDataset=None, # S_pub crops (projection methods)
                     k:int=50, # subspace rank
                     refresh:int=50, # steps between subspace refreshes
@@ -235,25 +276,35 @@ def private_learner(model:PoseModel, # model with its strategy set
                     public_batch:str='same', # feature methods: ψ of the 'same' Poisson batch, or an 'independent' S_pub batch
                     optimizer:str='adamw', # 'adamw' (the authors') or 'sgd' (momentum 0.9) on the privatised gradient
                     clipping:str='ghost', # per-sample norms and clipped sum layer by layer ('ghost') or from torch.func's per-sample gradients ('vmap')
+                    basis:str='per_sample', # a key of `BASES`: 'authors' spans V by batch means of S_priv persons (not private: see "Switches")
+                    public_in_private_sum:bool=False, # feature methods: clip the public rows into the noised sum (the authors' scripts)
+                    loss_scale:float=1., # multiply the loss by this before clipping (2: the authors' loss)
+                    mask_private:str='whole', # MaskDP: the private pass on the 'whole' crop or on its 'private_tokens' only
                     seed:int=42, # seed of sampling and noise
                     workers:int=0, # DataLoader worker processes
-                    preload:bool=True, # decode the (never augmented) crops once; at `finetune` also cache the frozen prefix's features
+                    preload:bool=True, # decode the unaugmented crops once; at `finetune` also cache the frozen prefix's features
                    ):
     "A fastai `Learner` that trains `model` with `method` under (ε, δ); its `privacy` holds the plan and ε spent."
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; choose one of {sorted(METHODS)} (or train non-privately).")
     if not C > 0: raise ValueError(f"The clipping norm C must be positive, got {C!r} (the paper uses 1, 0.1, 0.01).")
     spec = METHODS[method]
-    if optimizer not in OPTIMIZERS: raise ValueError(f"Unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}.")
+    for name, value, options in (('optimizer', optimizer, OPTIMIZERS), ('basis', basis, BASES), ('mask_private', mask_private, MASK_PRIVATE)):
+        if value not in options: raise ValueError(f"Unknown {name} {value!r}; choose one of {sorted(options)}.")
+    for name, value, default in (('basis', basis, 'per_sample'), ('public_in_private_sum', public_in_private_sum, False), ('mask_private', mask_private, 'whole')):
+        _check_switch(name, value, default, method)
+    if not loss_scale > 0: raise ValueError(f"loss_scale must be positive, got {loss_scale!r}.")
     if public_batch == 'independent' and spec['view'] and not public:
         raise ValueError("public_batch='independent' draws the public batch from S_pub: pass `public`.")
     if spec['project'] and (public is None or len(public) < k):
         raise ValueError(f"Method {method!r} needs S_pub with at least k={k} persons, got {0 if public is None else len(public)}; "
                          "pass `public` (see `make_splits`) or lower k.")
-    if preload: preload_crops(model, private, valid, public)
+    basis_set = PoseDataset(private.persons[:len(public)], private.input_size) if basis == 'authors' else public
+    if preload: preload_crops(model, private, valid, public, basis_set if basis == 'authors' else None)
     q = bs / len(private)
     train_dl = poisson_loader(private, bs, seed, workers)
     plan = PrivacyPlan.calibrate(epsilon, delta, q, epochs * len(train_dl), accountant)
-    sub, lam = (PublicSubspace(k) if spec['project'] else None), (spec['public_weight'] if public_weight is None else public_weight)
+    rank = min(k, -(-len(public) // BASES[basis])) if BASES[basis] and spec['project'] else k  # batch means span at most ⌈m/32⌉ directions
+    sub, lam = (PublicSubspace(rank) if spec['project'] else None), (spec['public_weight'] if public_weight is None else public_weight)
     def opt_func(params, lr):
         return OptimWrapper(opt=PoseDPOptimizer(OPTIMIZERS[optimizer](params, lr=lr, weight_decay=wd), noise_multiplier=plan.sigma,
                             max_grad_norm=C, expected_batch_size=bs, subspace=sub, public_weight=lam,
@@ -261,7 +312,9 @@ def private_learner(model:PoseModel, # model with its strategy set
     dls = DataLoaders(train_dl, DataLoader(valid, 4 * bs, collate_fn=pose_batch, num_workers=workers))
     dls.n_inp = 1
     view = public_view(spec['view'], valid.input_size) if spec['view'] else None
-    step = PrivateStep(plan, len(train_dl), view, public, refresh, seed, public_batch=public_batch, clipping=clipping)
+    step = PrivateStep(plan, len(train_dl), view, public, refresh, seed, public_batch=public_batch, clipping=clipping, basis_set=basis_set,
+                       basis_batch=BASES[basis], private_view=private_tokens(valid.input_size) if mask_private == 'private_tokens' else None,
+                       public_in_sum=public_in_private_sum, loss_scale=loss_scale)
     learn = pose_learner(model, dls, lr, wd, opt_func=opt_func, cbs=[step])
     learn.privacy = plan.record(0)
     return learn

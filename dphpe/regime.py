@@ -17,14 +17,14 @@ from .privacy import PrivacyPlan
 from .methods import PublicSubspace, public_gradients
 from .pretrain import public_pretraining, initial_model
 from .synth import synth_params
-from .experiment import STUDY_PRESETS, ALL_C, ALL_EPS, run_params, run_data, data_root
+from .experiment import STUDY_PRESETS, run_name, off_default, ALL_C, ALL_EPS, run_params, run_data, data_root
 from .report import collect_runs, paper_table, markdown_table
 
 # %% auto #0
 __all__ = ['PAPER_SETTING', 'QUANTILES', 'ROWS', 'MIN_STEPS', 'noise_multiplier', 'regime_quantities', 'trainable_per_strategy',
            'paper_regime', 'clipped_sum_stats', 'start_state', 'private_count', 'nonprivate_scores', 'regime_card',
            'card_rows', 'regime_markdown', 'regime_checks', 'calibration_checks', 'card_json', 'calibration_figure',
-           'write_calibration']
+           'write_calibration', 'sgd_calibration', 'write_sgd_calibration']
 
 # %% ../nbs/13_regime.ipynb #5c81e29c
 @functools.lru_cache
@@ -263,3 +263,27 @@ def write_calibration(card:dict, # from `regime_card` (measured)
     t = checks.assign(measured=checks.measured.map(lambda v: v if isinstance(v, str) else _fmt(v)), holds=checks.holds.map({True: 'yes', False: '**no**'}))
     (out/'checks.md').write_text(f"# Calibration of preset `{card['preset']}` (synthetic data; baselines only)\n\n{markdown_table(t)}\n")
     return [out/'regime.json', out/'regime.md', out/'checks.csv', out/'checks.md', calibration_figure(card, df, out/'calibration.png')]
+
+# %% ../nbs/13_regime.ipynb #94eefdf5
+def sgd_calibration(runs:Path, # the `ablation` preset's run directories
+                   )->tuple:
+    "(table of DP-SGD's final Mean PCKh@0.5 under SGD per η = lr·C and (C, ε), with the mean at the smallest C; the η with the best such mean)."
+    df = collect_runs(runs)
+    d = df[(df.method == 'dpsgd') & (df.switch == 'optimizer+lr')] if len(df) else df
+    if d.empty: raise ValueError(f"No DP-SGD runs with optimizer='sgd' under {runs}: run `dphpe calibrate --preset ablation` first.")
+    t = d.assign(eta=(d.lr * d.C).round(12)).pivot_table(index='eta', columns=['C', 'epsilon'], values='Mean')
+    t['mean'] = t[min(t.columns.levels[0])].mean(axis=1)  # where DP-SGD learns; at C = 1 it only loses, which rewards not moving
+    return t, float(t['mean'].idxmax())
+
+def write_sgd_calibration(runs:Path, # the `ablation` preset's run directories
+                          out:Path, # folder written
+                         )->list:
+    "Write the SGD calibration table (`sgd_lr.csv`, `sgd_lr.md`) and the η it picks into `out`; return the files."
+    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    t, eta = sgd_calibration(runs)
+    t.to_csv(out/'sgd_lr.csv')
+    cells = pd.DataFrame({'η = lr·C': [_fmt(e) for e in t.index], **{f"C = {_fmt(C)}, ε {_fmt(e)}": [_fmt(v) for v in t[(C, e)]] for C, e in t.columns[:-1]},
+                          f'mean at C = {_fmt(min(C for C, _ in t.columns[:-1]))}': [_fmt(v) for v in t['mean']]})
+    (out/'sgd_lr.md').write_text(f"# SGD learning rate of the `ablation` preset (synthetic data; DP-SGD only, seed 0)\n\nFinal Mean PCKh@0.5 of DP-SGD "
+                                 f"trained with SGD (momentum 0.9) at lr = η/C.\n\n{markdown_table(cells)}\n\nChosen: η = {_fmt(eta)} (the best mean at the smallest C).\n")
+    return [out/'sgd_lr.csv', out/'sgd_lr.md']

@@ -10,18 +10,20 @@ from pathlib import Path
 import numpy as np, pandas as pd
 
 # %% auto #0
-__all__ = ['PRIVACY', 'FACTS', 'METHODS', 'METHOD_NAMES', 'DATASET_NAMES', 'ORDER', 'IGNORED', 'COCO_KEYS', 'SPENT', 'TABLES',
-           'PAIRING_NOTE', 'PAPER_TABLES', 'PAPER_METHOD', 'HUMANART_PAPER_COLUMNS', 'PALETTE', 'BASELINE_STYLE',
-           'QUAL_PERSONS', 'QUAL_SIZE', 'PAIRS', 'ORDERING_METRIC', 'FIGURES', 'complete_run', 'run_row', 'listed',
-           'latest_runs', 'collect_runs', 'mean_std', 'sort_rows', 'table_keys', 'score_columns', 'metric_columns',
-           'results_table', 'fmt_pm', 'fmt_key', 'key_columns', 'blank_repeats', 'format_table', 'markdown_table',
-           'data_label', 'metric_note', 'table_caption', 'write_table', 'read_table_csv', 'paper_table', 'paper_rows',
-           'vs_paper', 'write_tables', 'baselines', 'present', 'fig2_panel', 'fig2_legend', 'figure2', 'pick_C',
-           'qualitative_runs', 'valid_persons', 'load_predictions', 'person_crop', 'pose_row', 'qualitative',
-           'public_crops', 'views', 'source_kind', 'label_sources', 'summary_grid', 'summary_baselines', 'verdict',
-           'dp_claims', 'baseline_claims', 'mean_lookup', 'paper_lookup', 'claim_rows', 'orderings', 'claim_kind',
-           'ordering_overview', 'claim_gaps', 'at_a_glance', 'summary_markdown', 'source_groups', 'write_source',
-           'grid_coverage', 'preregistration', 'report_readme', 'write_report']
+__all__ = ['PRIVACY', 'FACTS', 'AUTHORS_KEYS', 'METHODS', 'METHOD_NAMES', 'DATASET_NAMES', 'ORDER', 'IGNORED', 'COCO_KEYS',
+           'SPENT', 'TABLES', 'PAIRING_NOTE', 'PAPER_TABLES', 'PAPER_METHOD', 'HUMANART_PAPER_COLUMNS', 'PALETTE',
+           'BASELINE_STYLE', 'QUAL_PERSONS', 'QUAL_SIZE', 'PAIRS', 'ORDERING_METRIC', 'ABLATION_ORDER',
+           'ABLATION_COLUMNS', 'FIGURES', 'complete_run', 'switch_of', 'peak_score', 'run_row', 'listed', 'latest_runs',
+           'collect_runs', 'mean_std', 'sort_rows', 'table_keys', 'score_columns', 'metric_columns', 'results_table',
+           'fmt_pm', 'fmt_key', 'key_columns', 'blank_repeats', 'format_table', 'markdown_table', 'data_label',
+           'metric_note', 'table_caption', 'write_table', 'read_table_csv', 'paper_table', 'paper_rows', 'vs_paper',
+           'write_tables', 'baselines', 'present', 'fig2_panel', 'fig2_legend', 'figure2', 'pick_C', 'qualitative_runs',
+           'valid_persons', 'load_predictions', 'person_crop', 'pose_row', 'qualitative', 'public_crops', 'views',
+           'source_kind', 'label_sources', 'summary_grid', 'summary_baselines', 'verdict', 'dp_claims',
+           'baseline_claims', 'mean_lookup', 'paper_lookup', 'claim_rows', 'orderings', 'claim_kind',
+           'ordering_overview', 'claim_gaps', 'at_a_glance', 'summary_markdown', 'ablation_table', 'horizon_figure',
+           'ablation_markdown', 'write_ablations', 'source_groups', 'write_source', 'grid_coverage', 'preregistration',
+           'report_readme', 'write_report']
 
 # %% ../nbs/12_report.ipynb #58d39387
 import matplotlib.pyplot as plt
@@ -33,7 +35,7 @@ from .data import load_mpii, crop_person, affine_transform, transform_points, Po
 from .features import public_view
 from .model import STRATEGIES
 from .methods import METHODS as PRIVATE_METHODS
-from .experiment import read_metrics, STUDY_PRESETS
+from .experiment import read_metrics, STUDY_PRESETS, ABLATIONS, AUTHORS_CODE, PAPER_METHODS, _value
 from .sweep import grid
 
 # %% ../nbs/12_report.ipynb #d3c4a5ce
@@ -45,7 +47,24 @@ def complete_run(path:Path, # a run's metrics.json
 
 # %% ../nbs/12_report.ipynb #f11aeacd
 PRIVACY = ('sigma', 'sample_rate', 'steps_taken', 'epsilon_rdp', 'epsilon_prv') # privacy fields kept
-FACTS = ('name', 'seconds', 'synthetic', 'metric', 'data_root', 'run_dir', 'finished', 'param_keys', 'score_keys') # other fields kept
+FACTS = ('name', 'seconds', 'synthetic', 'metric', 'data_root', 'run_dir', 'finished', 'param_keys', 'score_keys',
+         'switch', 'value', 'peak_Mean', 'horizon') # other fields kept
+
+AUTHORS_KEYS = {k for k, _ in AUTHORS_CODE}
+
+def switch_of(off:dict|None, # a run's `off_default` parameters (None: a run recorded before switches existed)
+             )->tuple:
+    "(switch, value) a run flips: ('default', '') for none, the one it flips, ('authors_code', 'on') for the authors' set, else all of them."
+    off = {k: v for k, v in (off or {}).items() if k != 'horizon'}  # the curve changes no result
+    if not off: return 'default', ''
+    if len(off) == 1: return next(iter(off)), _value(next(iter(off.values())))
+    if set(off) <= AUTHORS_KEYS: return 'authors_code', 'on'
+    return '+'.join(off), ','.join(_value(v) for v in off.values())
+
+def peak_score(m:dict)->float:
+    "The best validation Mean PCKh@0.5 over a run's epochs (what `select='best'` reports), or NaN without a history."
+    names = m.get('history_names') or []
+    return max(h[names.index('PCKh@0.5')] for h in m['history']) if 'PCKh@0.5' in names and m.get('history') else np.nan
 
 def run_row(m:dict, # parsed metrics.json
             run_dir:Path, # the folder that holds it
@@ -55,7 +74,8 @@ def run_row(m:dict, # parsed metrics.json
     return {**m['params'], **m['scores'], **{f'coco_{k}': v for k, v in coco.items()}, **{k: priv.get(k, np.nan) for k in PRIVACY},
             'name': m.get('name', Path(run_dir).name), 'seconds': m.get('seconds', np.nan), 'synthetic': bool(m['synthetic']),
             'metric': m['metric'], 'data_root': m.get('data_root'), 'run_dir': str(run_dir), 'finished': m['finished'],
-            'param_keys': ','.join(m['params']), 'score_keys': ','.join(m['scores'])}
+            'param_keys': ','.join(m['params']), 'score_keys': ','.join(m['scores']), **dict(zip(('switch', 'value'), switch_of(m.get('off_default')))),
+            'peak_Mean': peak_score(m), 'horizon': m.get('horizon')}
 
 def listed(df:pd.DataFrame, # rows of `run_row`
            col:str, # 'param_keys' or 'score_keys'
@@ -611,6 +631,68 @@ def summary_markdown(df:pd.DataFrame)->str:
         if len(t): parts += [f'## {title}', markdown_table(t if 'claim' in t else format_table(t))]
     return '\n\n'.join(parts) + '\n'
 
+# %% ../nbs/12_report.ipynb #0b736882
+ABLATION_ORDER = ('default', *dict.fromkeys(s for s, _ in ABLATIONS), 'select', 'authors_code')  # row order of the table
+ABLATION_COLUMNS = ['switch', 'value', 'method', 'C', 'epsilon', 'Mean', 'Mean std', 'n', 'delta_vs_default', 'gap_to_dpsgd',
+                    'paper_gap', 'toward_paper']
+
+def ablation_table(df:pd.DataFrame, # rows of `collect_runs`
+                  )->pd.DataFrame:
+    "Per (switch, value, method, C, ε) of the private MPII finetune runs: Mean over seeds, its change from the default, and the gap to DP-SGD against the paper's."
+    d = df[(df.dataset == 'mpii') & (df.method != 'nonprivate') & (df.strategy == 'finetune') & df.switch.isin(ABLATION_ORDER)]
+    d = pd.concat([d, d[d.switch == 'default'].assign(switch='select', value='best', Mean=lambda t: t.peak_Mean)])
+    t = mean_std(d, ['switch', 'value', 'method', 'C', 'epsilon'], ['Mean'])
+    at = lambda sw, m: t[(t.switch == sw) & (t.method == m)].set_index(['C', 'epsilon']).Mean
+    def dpsgd(r): return at(r.switch, 'dpsgd').get((r.C, r.epsilon), at('default', 'dpsgd').get((r.C, r.epsilon), np.nan))
+    paper = paper_table('mpii_dp').query("strategy == 'finetune'").set_index(['method', 'C', 'epsilon']).Mean
+    def paper_gap(r): return paper.get((r.method, r.C, r.epsilon), np.nan) - paper.get(('dpsgd', r.C, r.epsilon), np.nan) if r.method != 'dpsgd' else np.nan
+    t['delta_vs_default'] = [r.Mean - at('default', r.method).get((r.C, r.epsilon), np.nan) for r in t.itertuples()]
+    t['gap_to_dpsgd'] = [r.Mean - dpsgd(r) if r.method != 'dpsgd' else np.nan for r in t.itertuples()]
+    t['paper_gap'] = [paper_gap(r) for r in t.itertuples()]
+    base = t[t.switch == 'default'].set_index(['method', 'C', 'epsilon']).gap_to_dpsgd
+    closer = lambda r: abs(r.gap_to_dpsgd - r.paper_gap) < abs(base.get((r.method, r.C, r.epsilon), np.nan) - r.paper_gap)
+    t['toward_paper'] = [('yes' if closer(r) else 'no') if r.switch != 'default' and np.isfinite(r.paper_gap) and np.isfinite(r.gap_to_dpsgd) else ''
+                         for r in t.itertuples()]
+    t = t.assign(_s=t.switch.map(ABLATION_ORDER.index), _m=t.method.map(ORDER['method'].index))
+    return t.sort_values(['_s', 'value', '_m', 'C', 'epsilon'], ascending=[True, True, True, False, True])[ABLATION_COLUMNS].reset_index(drop=True)
+
+# %% ../nbs/12_report.ipynb #c47b6a2a
+def horizon_figure(df:pd.DataFrame, # rows of `collect_runs`
+                  ):
+    "Validation Mean PCKh@0.5 against private step, per C (rows) and ε (columns), AdamW solid and SGD dashed; None without curves."
+    d = df[df.switch.isin(['default', 'optimizer']) & df.method.isin(PAPER_METHODS) & df.horizon.notna()]
+    if d.empty: return None
+    long = pd.DataFrame([dict(method=r.method, C=r.C, epsilon=r.epsilon, seed=r.seed, optimizer='sgd' if r.switch == 'optimizer' else 'adamw',
+                              step=s, Mean=v) for r in d.itertuples() for s, v in r.horizon])
+    Cs, eps = sorted(long.C.unique(), reverse=True), sorted(long.epsilon.unique())
+    fig, axs = plt.subplots(len(Cs), len(eps), figsize=(4 * len(eps), 3 * len(Cs)), squeeze=False, sharex=True)
+    for (i, C), (j, e) in itertools.product(enumerate(Cs), enumerate(eps)):
+        ax, p = axs[i, j], long[(long.C == C) & (long.epsilon == e)]
+        sns.lineplot(p, x='step', y='Mean', hue='method', style='optimizer', style_order=['adamw', 'sgd'], palette=PALETTE, errorbar=None, ax=ax,
+                     legend=(i, j) == (0, 0))
+        ax.set(title=f"C = {fmt_key(C)}, ε = {fmt_key(e)}", xlabel='private step', ylabel='Mean PCKh@0.5 (validation subset)')
+    fig.suptitle(f"Validation curves — {data_label(df)}", y=1.02)
+    return fig
+
+def ablation_markdown(t:pd.DataFrame, # from `ablation_table`
+                     )->str:
+    "The ablation table as Markdown: Mean as mean ± std, differences signed, keys as the paper writes them."
+    signed = lambda v: f'{v:+.2f}' if np.isfinite(v) else ''
+    cells = t.assign(Mean=[fmt_pm(m, s) for m, s in zip(t.Mean, t['Mean std'])], C=t.C.map(fmt_key), epsilon=t.epsilon.map(fmt_key),
+                     method=t.method.map(METHOD_NAMES), **{c: t[c].map(signed) for c in ('delta_vs_default', 'gap_to_dpsgd', 'paper_gap')})
+    return markdown_table(cells.drop(columns='Mean std').rename(columns={'epsilon': 'ε', 'Mean': 'Mean PCKh@0.5'}))
+
+def write_ablations(df:pd.DataFrame, # rows of `collect_runs` (one data source)
+                    out:Path, # report folder
+                   )->list:
+    "`ablations.csv` / `.md` and `horizon.png` in `out` when `df` holds switched runs; return the paths."
+    if not (df.switch != 'default').any() or (t := ablation_table(df)).empty: return []
+    cap, paths = f"Ablations (MPII, finetune): one switch at a time; {data_label(df)}; the paper's gaps from real MPII.", [out/'ablations.csv', out/'ablations.md']
+    paths[0].write_text(f'# {cap}\n' + t.to_csv(index=False)); paths[1].write_text(f'{cap}\n\n{ablation_markdown(t)}\n')
+    if (fig := horizon_figure(df)) is not None:
+        fig.savefig(out/'horizon.png', dpi=100, bbox_inches='tight'); plt.close(fig); paths.append(out/'horizon.png')
+    return paths
+
 # %% ../nbs/12_report.ipynb #8a612df7
 def source_groups(df:pd.DataFrame)->dict:
     "{'<preset>-synthetic' or '<preset>-real': runs} — one group per data source."
@@ -623,12 +705,14 @@ def write_source(df:pd.DataFrame, # runs of one data source
                  out:Path, # folder, created
                 )->list:
     "Tables, figures and `summary.md` of one data source in `out`; return the paths."
-    out.mkdir(parents=True, exist_ok=True); paths = write_tables(df, out)
+    out.mkdir(parents=True, exist_ok=True)
+    df, all_runs = df[df.switch == 'default'], df  # the paper's tables from the study's own settings; the switched runs in the ablations
+    paths = write_tables(df, out) if len(df) else []
     for name, make in FIGURES.items():
-        if (fig := make(df)) is not None:
+        if len(df) and (fig := make(df)) is not None:
             fig.savefig(out/name, dpi=100, bbox_inches='tight'); plt.close(fig); paths.append(out/name)
-    (out/'summary.md').write_text(summary_markdown(df))
-    return paths + [out/'summary.md']
+    if len(df): (out/'summary.md').write_text(summary_markdown(df)); paths.append(out/'summary.md')
+    return paths + write_ablations(all_runs, out)
 
 # %% ../nbs/12_report.ipynb #da95f721
 def grid_coverage(df:pd.DataFrame, # rows of `collect_runs`

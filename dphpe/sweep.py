@@ -35,8 +35,9 @@ def grid(preset:str, # a key of `STUDY_PRESETS`
         for method, strategy in product(b.methods, b.strategies):
             combos = [dict(features=f) for f in b.features] if method == 'nonprivate' else [dict(C=c, epsilon=e) for c, e in product(b.C, b.epsilon)]
             for c in combos:
-                p = run_params(preset=preset, data=data, dataset=b.dataset, method=method, strategy=strategy, seed=seed, **c)
-                runs[run_name(p)] = p  # a name identifies a configuration: overlapping blocks do not repeat runs
+                p = run_params(preset=preset, data=data, dataset=b.dataset, method=method, strategy=strategy, seed=seed, **c, **dict(b.switches))
+                name = run_name(p)
+                if runs.setdefault(name, p) != p: raise ValueError(f"Two configurations share the run name {name!r}: {runs[name]} and {p}.")
     return list(runs.values())
 
 def select(runs:list, # run parameters, from `grid`

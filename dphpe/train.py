@@ -13,7 +13,7 @@ from fastai.callback.core import Callback
 from fastai.optimizer import OptimWrapper
 from fastai.torch_core import default_device
 from fastai.callback.schedule import ParamScheduler, SchedNo, combine_scheds, combined_cos
-import os, time
+import json, os, time
 from pathlib import Path
 from .data import PoseDataset, to_image_coords
 from .metrics import pckh_groups, pck
@@ -22,7 +22,8 @@ from .model import PoseModel, simcc_targets, simcc_loss, decode
 # %% auto #0
 __all__ = ['POSE_BATCH', 'SCHEDULES', 'pose_batch', 'pose_images', 'pose_dataloaders', 'preload_crops', 'SimCCLoss',
            'image_coords', 'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict',
-           'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'save_atomic', 'Checkpoint', 'restore', 'fit_pose']
+           'ValidationCurve', 'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'save_atomic', 'Checkpoint',
+           'restore', 'fit_pose']
 
 # %% ../nbs/06_train.ipynb #7e4b6288
 POSE_BATCH = ('image', 'joints', 'visible', 'index', 'mask')
@@ -53,13 +54,13 @@ def pose_dataloaders(train:PoseDataset, # training crops
 
 # %% ../nbs/06_train.ipynb #4bc6d603
 def preload_crops(model:PoseModel, # the model about to train, its strategy set
-                  *datasets:PoseDataset, # datasets without augmentation (None is skipped)
+                  *datasets:PoseDataset, # datasets to preload (None and augmented ones are skipped)
                  ):
     "Keep every crop of `datasets` in memory, with the model's prefix features when its strategy freezes the prefix."
     dev = default_device(); model.to(dev)
     features = (lambda x: model.prefix_features(x.to(dev)).cpu()) if model.prefix_frozen() else None
     for ds in datasets:
-        if ds is not None: ds.preload(features)  # recomputed every time: the prefix differs between pretrained models
+        if ds is not None and not ds.augment: ds.preload(features)  # augmented crops change every epoch: read afresh  # recomputed every time: the prefix differs between pretrained models
 
 
 # %% ../nbs/06_train.ipynb #875db53e
@@ -150,6 +151,24 @@ def predict(model:PoseModel, # trained pose model
     pred = np.concatenate([decode(model(xb.to(dev)), model.head.k).cpu().numpy() for xb, *_ in dl])
     return image_coords(pred, ds.persons, ds.input_size)
 
+# %% ../nbs/06_train.ipynb #a87d1079
+class ValidationCurve(Callback):
+    "Every `every` training steps, Mean PCKh@0.5 of the persons of `valid`, kept as [[step, score], …] in `fname`."
+    order = 80
+    def __init__(self, every:int, # training steps between evaluations
+                 valid:PoseDataset, # a fixed validation subset (MPII persons; preloaded crops are fastest)
+                 fname:Path, # JSON file of the curve
+                ):
+        if not every >= 1: raise ValueError(f"every must be at least one step, got {every!r}.")
+        self.every, self.valid, self.fname = every, valid, Path(fname)
+        self.points = json.loads(self.fname.read_text()) if self.fname.exists() else []
+    def after_batch(self):
+        if not self.training or (step := self.epoch * self.n_iter + self.iter + 1) % self.every: return
+        score = persons_pckh(predict(self.model, self.valid), self.valid.persons)['Mean']
+        self.model.train()  # `predict` left it in eval mode
+        self.points = [q for q in self.points if q[0] < step] + [[step, score]]  # a resumed run replaces what it repeats
+        tmp = self.fname.with_name(self.fname.name + '.tmp'); tmp.write_text(json.dumps(self.points)); os.replace(tmp, self.fname)
+
 # %% ../nbs/06_train.ipynb #9638fe1d
 def step_schedule(lr:float=1e-3, # learning rate before the drop
                   drop_at:float=0.8, # fraction of training after which the rate drops
@@ -185,12 +204,14 @@ def save_atomic(obj, path:Path):
     torch.save(obj, tmp); os.replace(tmp, path)
 
 class Checkpoint(Callback):
-    "Save model, optimizer, next epoch, metric history, epoch times and smoothed loss to `fname` after every epoch."
+    "Save model, optimizer, next epoch, metric history, epoch times and smoothed loss to `fname` after every epoch; with `keep_best`, the best epoch's model too."
     order = 65  # after the Recorder has the epoch's metrics
-    def __init__(self, fname:Path, meta:dict=None, resumed:dict=None):
-        self.fname, self.meta, self.resumed = Path(fname), meta or {}, resumed or {}
+    def __init__(self, fname:Path, meta:dict=None, resumed:dict=None,
+                 keep_best:bool=False, # also keep the model of the epoch with the highest first metric (`best`: epoch and model)
+                ):
+        self.fname, self.meta, self.resumed, self.keep_best = Path(fname), meta or {}, resumed or {}, keep_best
     def before_fit(self):
-        self.history, self.start = list(self.resumed.get('history', [])), self.resumed.get('epoch', 0)
+        self.history, self.start, self.best = list(self.resumed.get('history', [])), self.resumed.get('epoch', 0), self.resumed.get('best')
         self.seconds = list(self.resumed.get('seconds', []))
         sl = self.recorder.smooth_loss  # the train_loss fastai reports is smoothed across epochs: carry it over
         if 'smooth_loss' in self.resumed: sl.count, sl.val = self.resumed['smooth_loss']
@@ -198,8 +219,10 @@ class Checkpoint(Callback):
     def after_epoch(self):
         if self.epoch < self.start: return  # an epoch a resumed run skips
         self.history.append([float(v) for v in self.learn.final_record]); self.seconds.append(time.time() - self.t0)
-        sl = self.recorder.smooth_loss
-        save_atomic({'model': self.learn.model.state_dict(), 'opt': self.learn.opt.state_dict(), 'epoch': self.epoch + 1,
+        sl, metric = self.recorder.smooth_loss, [h[2] for h in self.history]  # h: train loss, valid loss, metrics…
+        if self.keep_best and metric[-1] >= max(metric):  # ties: the later epoch
+            self.best = {'epoch': self.epoch + 1, 'model': {k: v.detach().clone() for k, v in self.learn.model.state_dict().items()}}
+        save_atomic({'model': self.learn.model.state_dict(), 'best': self.best, 'opt': self.learn.opt.state_dict(), 'epoch': self.epoch + 1,
                      'n_epoch': self.n_epoch, 'history': self.history, 'names': list(self.recorder.metric_names[1:-1]),
                      'smooth_loss': (sl.count, sl.val), 'seconds': self.seconds, 'meta': self.meta}, self.fname)
     def after_fit(self):
@@ -229,6 +252,7 @@ def fit_pose(learn:Learner, # from `pose_learner`
              checkpoint:Path=None, # checkpoint file written every epoch (None: no checkpoints)
              resume:bool=True, # continue from `checkpoint` if it exists
              meta:dict=None, # description of the run stored in (and checked against) the checkpoint
+             keep_best:bool=False, # keep the best validation epoch's model in the checkpoint (`Checkpoint`)
             )->Learner:
     "Train `learn` for `epochs` with `schedule`, checkpointing every epoch and resuming from `checkpoint`."
     if schedule not in SCHEDULES: raise ValueError(f"Unknown schedule {schedule!r}; choose one of {sorted(SCHEDULES)}.")
@@ -242,6 +266,6 @@ def fit_pose(learn:Learner, # from `pose_learner`
         learn.recorder.metric_names = L(['epoch', *ck['names'], 'time'])
         return learn
     cbs = [SeedEpochs(seed), ParamScheduler(SCHEDULES[schedule](lr))]
-    if checkpoint is not None: cbs.append(Checkpoint(checkpoint, meta, ck))
+    if checkpoint is not None: cbs.append(Checkpoint(checkpoint, meta, ck, keep_best))
     learn.fit(epochs, lr, cbs=cbs, start_epoch=start)
     return learn
