@@ -99,7 +99,7 @@ STUDY_PRESETS = {
     'full':  StudyPreset('full', replace(REGIME_TRAIN, epochs=9), private_limit=5650, seeds=(0, 1, 2), calibration=CALIBRATION + HUMANART_GRID[:1],
                          preregistered='d902d2a',
                          grid=MPII_GRID + HUMANART_GRID),
-    'ablation': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=ablation_grid(), sgd_lr=3e-4,  # `quick`'s settings; η chosen on DP-SGD (regime notebook)
+    'ablation': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=ablation_grid(), sgd_lr=3e-4, preregistered='a71019e',  # `quick`'s settings; η chosen on DP-SGD (regime notebook)
                             calibration=tuple(Block('mpii', ('dpsgd',), C=(c,), epsilon=(.2, .8), switches=(('optimizer', 'sgd'), ('lr', round(eta / c, 12)), ('horizon', 50)))
                                               for eta in SGD_ETAS for c in (1., .01))),
     'paper-mpii':     StudyPreset('real', TRAIN_PRESETS['real'], grid=(MPII_GRID[0], replace(MPII_GRID[1], methods=PAPER_METHODS))),
