@@ -24,7 +24,7 @@ __all__ = ['ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID', 'PAPER_METHODS', 'R
            'AUTHORS_CODE', 'SGD_ETAS', 'STUDY_PRESETS', 'RUN_PARAMETERS', 'SWITCHES', 'DATASETS', 'NAMED',
            'HORIZON_PERSONS', 'Block', 'StudyPreset', 'ablation_grid', 'default_lr', 'run_params', 'off_default',
            'run_name', 'data_root', 'dataset_persons', 'run_data', 'run_scores', 'write_json_atomic', 'read_metrics',
-           'versions', 'train_run', 'final_predictions', 'best_predictions', 'run_experiment']
+           'recorded_params', 'versions', 'train_run', 'final_predictions', 'best_predictions', 'run_experiment']
 
 # %% ../nbs/10_experiment.ipynb #bce3cdf2
 @dataclass(frozen=True)
@@ -233,6 +233,12 @@ def read_metrics(run_dir:Path, # a run directory
     try: m = json.loads((Path(run_dir)/'metrics.json').read_text())
     except (OSError, ValueError): return None
     return m if isinstance(m, dict) and m.get('finished') else None
+
+def recorded_params(params:dict, # the `params` of a run record (`metrics.json`)
+                   )->dict|None:
+    "The record's parameters as `run_params` fills them now (a record from before a parameter existed gets its default); None if they no longer check."
+    try: return run_params(**{k: v for k, v in params.items() if k in RUN_PARAMETERS})
+    except (ValueError, TypeError): return None
 
 def versions()->dict:
     "Versions of Python and of the packages that shape the results."

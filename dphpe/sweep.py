@@ -15,7 +15,7 @@ from papermill.engines import Engine, papermill_engines
 from execnb.shell import CaptureShell
 from fastprogress.fastprogress import progress_bar
 import dphpe
-from .experiment import STUDY_PRESETS, RUN_PARAMETERS, run_params, run_name, read_metrics, data_root
+from .experiment import STUDY_PRESETS, RUN_PARAMETERS, run_params, run_name, read_metrics, recorded_params, data_root
 from .pretrain import public_pretraining
 
 # %% auto #0
@@ -157,8 +157,8 @@ def execute_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
 def plan_sweep(runs:list, # run parameters, from `grid`/`select`
                root:Path, # the preset's runs folder
               )->tuple:
-    "(done, todo): the runs with a finished `metrics.json` for the same parameters, and the others."
-    done = lambda p: (m := read_metrics(Path(root)/run_name(p))) is not None and m['params'] == p
+    "(done, todo): the runs with a finished `metrics.json` for the same parameters (as `recorded_params` reads them), and the others."
+    done = lambda p: (m := read_metrics(Path(root)/run_name(p))) is not None and recorded_params(m['params']) == p
     return [p for p in runs if done(p)], [p for p in runs if not done(p)]
 
 def prepare(runs:list, # runs about to start
