@@ -17,7 +17,7 @@ from .model import STRATEGIES, trainable_count
 from .train import predict, persons_pckh, fit_pose, save_atomic, ValidationCurve, preload_crops
 from .pretrain import TrainConfig, TRAIN_PRESETS, FEATURES, public_pretraining, initial_model, train_pose
 from .privacy import check_budget, ACCOUNTANTS
-from .methods import METHODS, private_learner, OPTIMIZERS, BASES, MASK_PRIVATE, SWITCH_METHODS
+from .methods import METHODS, private_learner, OPTIMIZERS, BASES, MASK_PRIVATE, SWITCH_METHODS, check_switch
 
 # %% auto #0
 __all__ = ['ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID', 'PAPER_METHODS', 'REGIME_TRAIN', 'CALIBRATION', 'ABLATIONS',
@@ -133,9 +133,8 @@ def _check_switches(p:dict, pre:StudyPreset):
     _choice('select', p['select'], ('last', 'best'))
     if p['method'] == 'nonprivate':
         if bad := [k for k in SWITCHES if p[k] != RUN_PARAMETERS[k]]: raise ValueError(f"{', '.join(bad)} applies to private runs only; leave it at its default for non-private runs.")
-    for k, default in RUN_PARAMETERS.items():
-        if p['method'] != 'nonprivate' and k in SWITCH_METHODS and p[k] != default and p['method'] not in SWITCH_METHODS[k]:
-            raise ValueError(f"{k}={p[k]!r} changes only {', '.join(SWITCH_METHODS[k])}; method {p['method']!r} needs {k}={default!r}.")
+    else:
+        for k in SWITCH_METHODS: check_switch(k, p[k], RUN_PARAMETERS[k], p['method'])
     for k in ('refresh', 'horizon'):
         if not (isinstance(p[k], int) and p[k] >= (k == 'refresh')): raise ValueError(f"{k} must be a {'positive' if k == 'refresh' else 'non-negative'} integer, got {p[k]!r}.")
     if not (isinstance(p['loss_scale'], (int, float)) and p['loss_scale'] > 0): raise ValueError(f"loss_scale must be a positive number, got {p['loss_scale']!r}.")

@@ -26,7 +26,7 @@ from functools import partial
 # %% auto #0
 __all__ = ['METHODS', 'OPTIMIZERS', 'BASES', 'MASK_PRIVATE', 'SWITCH_METHODS', 'PublicSubspace', 'flat', 'unflat',
            'PoseDPOptimizer', 'poisson_loader', 'private_gradients', 'private_update', 'public_gradients',
-           'batch_means', 'PrivateStep', 'private_tokens', 'private_learner', 'method_costs']
+           'batch_means', 'PrivateStep', 'private_tokens', 'check_switch', 'private_learner', 'method_costs']
 
 # %% ../nbs/09_methods.ipynb #8e5003f3
 class PublicSubspace:
@@ -253,7 +253,8 @@ def private_tokens(input_size:tuple)->PublicView:
     public = public_view('mask', input_size).public
     return public_view('mask', input_size, public_labels=tuple(l for l, v in MASK_LABELS.items() if v not in public))
 
-def _check_switch(name, value, default, method):
+def check_switch(name:str, value, default, method:str):
+    "Refuse a switch off its `default` for a `method` it cannot change (see `SWITCH_METHODS`)."
     if value != default and method not in SWITCH_METHODS[name]:
         raise ValueError(f"{name}={value!r} changes only {', '.join(SWITCH_METHODS[name])}; method {method!r} needs {name}={default!r}.")
 
@@ -291,7 +292,7 @@ def private_learner(model:PoseModel, # model with its strategy set
     for name, value, options in (('optimizer', optimizer, OPTIMIZERS), ('basis', basis, BASES), ('mask_private', mask_private, MASK_PRIVATE)):
         if value not in options: raise ValueError(f"Unknown {name} {value!r}; choose one of {sorted(options)}.")
     for name, value, default in (('basis', basis, 'per_sample'), ('public_in_private_sum', public_in_private_sum, False), ('mask_private', mask_private, 'whole')):
-        _check_switch(name, value, default, method)
+        check_switch(name, value, default, method)
     if not loss_scale > 0: raise ValueError(f"loss_scale must be positive, got {loss_scale!r}.")
     if public_batch == 'independent' and spec['view'] and not public:
         raise ValueError("public_batch='independent' draws the public batch from S_pub: pass `public`.")
@@ -299,11 +300,11 @@ def private_learner(model:PoseModel, # model with its strategy set
         raise ValueError(f"Method {method!r} needs S_pub with at least k={k} persons, got {0 if public is None else len(public)}; "
                          "pass `public` (see `make_splits`) or lower k.")
     basis_set = PoseDataset(private.persons[:len(public)], private.input_size) if basis == 'authors' else public
-    if preload: preload_crops(model, private, valid, public, basis_set if basis == 'authors' else None)
+    if preload: preload_crops(model, *dict.fromkeys((private, valid, public, basis_set)))  # each dataset once
     q = bs / len(private)
     train_dl = poisson_loader(private, bs, seed, workers)
     plan = PrivacyPlan.calibrate(epsilon, delta, q, epochs * len(train_dl), accountant)
-    rank = min(k, -(-len(public) // BASES[basis])) if BASES[basis] and spec['project'] else k  # batch means span at most ⌈m/32⌉ directions
+    rank = min(k, -(-len(basis_set) // BASES[basis])) if BASES[basis] else k  # batch means span at most ⌈m/32⌉ directions
     sub, lam = (PublicSubspace(rank) if spec['project'] else None), (spec['public_weight'] if public_weight is None else public_weight)
     def opt_func(params, lr):
         return OptimWrapper(opt=PoseDPOptimizer(OPTIMIZERS[optimizer](params, lr=lr, weight_decay=wd), noise_multiplier=plan.sigma,

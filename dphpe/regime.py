@@ -17,7 +17,7 @@ from .privacy import PrivacyPlan
 from .methods import PublicSubspace, public_gradients
 from .pretrain import public_pretraining, initial_model
 from .synth import synth_params
-from .experiment import STUDY_PRESETS, run_name, off_default, ALL_C, ALL_EPS, run_params, run_data, data_root
+from .experiment import STUDY_PRESETS, ALL_C, ALL_EPS, run_params, run_data, data_root
 from .report import collect_runs, paper_table, markdown_table
 
 # %% auto #0

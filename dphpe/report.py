@@ -22,8 +22,8 @@ __all__ = ['PRIVACY', 'FACTS', 'AUTHORS_KEYS', 'METHODS', 'METHOD_NAMES', 'DATAS
            'source_kind', 'label_sources', 'summary_grid', 'summary_baselines', 'verdict', 'dp_claims',
            'baseline_claims', 'mean_lookup', 'paper_lookup', 'claim_rows', 'orderings', 'claim_kind',
            'ordering_overview', 'claim_gaps', 'at_a_glance', 'summary_markdown', 'ablation_table', 'horizon_figure',
-           'ablation_markdown', 'write_ablations', 'source_groups', 'write_source', 'grid_coverage', 'preregistration',
-           'report_readme', 'write_report']
+           'ablation_markdown', 'save_figure', 'write_ablations', 'source_groups', 'write_source', 'grid_coverage',
+           'preregistration', 'report_readme', 'write_report']
 
 # %% ../nbs/12_report.ipynb #58d39387
 import matplotlib.pyplot as plt
@@ -244,11 +244,12 @@ def write_table(t:pd.DataFrame, # a table of numbers
                 caption:str, # one line
                 stem:str, # file name without extension
                 out:Path, # folder
+                markdown=None, # t → Markdown text (default: `format_table` cells)
                )->list:
     "Write `<stem>.csv` (caption line, numbers) and `<stem>.md` (caption, mean ± std); return both paths."
     csv, md = Path(out)/f'{stem}.csv', Path(out)/f'{stem}.md'
     csv.write_text(f'# {caption}\n' + t.to_csv(index=False))
-    md.write_text(f'{caption}\n\n{markdown_table(format_table(t))}\n')
+    md.write_text(f'{caption}\n\n{(markdown or (lambda t: markdown_table(format_table(t))))(t)}\n')
     return [csv, md]
 
 def read_table_csv(path:Path)->pd.DataFrame:
@@ -682,16 +683,18 @@ def ablation_markdown(t:pd.DataFrame, # from `ablation_table`
                      method=t.method.map(METHOD_NAMES), **{c: t[c].map(signed) for c in ('delta_vs_default', 'gap_to_dpsgd', 'paper_gap')})
     return markdown_table(cells.drop(columns='Mean std').rename(columns={'epsilon': 'ε', 'Mean': 'Mean PCKh@0.5'}))
 
+def save_figure(fig, path:Path)->Path:
+    "Write `fig` to `path` as the report's figures are written, close it, return `path`."
+    fig.savefig(path, dpi=100, bbox_inches='tight'); plt.close(fig)
+    return path
+
 def write_ablations(df:pd.DataFrame, # rows of `collect_runs` (one data source)
                     out:Path, # report folder
                    )->list:
     "`ablations.csv` / `.md` and `horizon.png` in `out` when `df` holds switched runs; return the paths."
     if not (df.switch != 'default').any() or (t := ablation_table(df)).empty: return []
-    cap, paths = f"Ablations (MPII, finetune): one switch at a time; {data_label(df)}; the paper's gaps from real MPII.", [out/'ablations.csv', out/'ablations.md']
-    paths[0].write_text(f'# {cap}\n' + t.to_csv(index=False)); paths[1].write_text(f'{cap}\n\n{ablation_markdown(t)}\n')
-    if (fig := horizon_figure(df)) is not None:
-        fig.savefig(out/'horizon.png', dpi=100, bbox_inches='tight'); plt.close(fig); paths.append(out/'horizon.png')
-    return paths
+    paths = write_table(t, f"Ablations (MPII, finetune): one switch at a time; {data_label(df)}; the paper's gaps from real MPII.", 'ablations', out, ablation_markdown)
+    return paths + ([save_figure(fig, out/'horizon.png')] if (fig := horizon_figure(df)) is not None else [])
 
 # %% ../nbs/12_report.ipynb #8a612df7
 def source_groups(df:pd.DataFrame)->dict:
@@ -709,8 +712,7 @@ def write_source(df:pd.DataFrame, # runs of one data source
     df, all_runs = df[df.switch == 'default'], df  # the paper's tables from the study's own settings; the switched runs in the ablations
     paths = write_tables(df, out) if len(df) else []
     for name, make in FIGURES.items():
-        if len(df) and (fig := make(df)) is not None:
-            fig.savefig(out/name, dpi=100, bbox_inches='tight'); plt.close(fig); paths.append(out/name)
+        if len(df) and (fig := make(df)) is not None: paths.append(save_figure(fig, out/name))
     if len(df): (out/'summary.md').write_text(summary_markdown(df)); paths.append(out/'summary.md')
     return paths + write_ablations(all_runs, out)
 

@@ -60,7 +60,7 @@ def preload_crops(model:PoseModel, # the model about to train, its strategy set
     dev = default_device(); model.to(dev)
     features = (lambda x: model.prefix_features(x.to(dev)).cpu()) if model.prefix_frozen() else None
     for ds in datasets:
-        if ds is not None and not ds.augment: ds.preload(features)  # augmented crops change every epoch: read afresh  # recomputed every time: the prefix differs between pretrained models
+        if ds is not None and not ds.augment: ds.preload(features)  # augmented crops change every epoch; the prefix differs between pretrained models
 
 
 # %% ../nbs/06_train.ipynb #875db53e
@@ -219,8 +219,8 @@ class Checkpoint(Callback):
     def after_epoch(self):
         if self.epoch < self.start: return  # an epoch a resumed run skips
         self.history.append([float(v) for v in self.learn.final_record]); self.seconds.append(time.time() - self.t0)
-        sl, metric = self.recorder.smooth_loss, [h[2] for h in self.history]  # h: train loss, valid loss, metrics…
-        if self.keep_best and metric[-1] >= max(metric):  # ties: the later epoch
+        sl = self.recorder.smooth_loss
+        if self.keep_best and self.history[-1][2] >= max(h[2] for h in self.history):  # h: train loss, valid loss, metrics…; ties: the later epoch
             self.best = {'epoch': self.epoch + 1, 'model': {k: v.detach().clone() for k, v in self.learn.model.state_dict().items()}}
         save_atomic({'model': self.learn.model.state_dict(), 'best': self.best, 'opt': self.learn.opt.state_dict(), 'epoch': self.epoch + 1,
                      'n_epoch': self.n_epoch, 'history': self.history, 'names': list(self.recorder.metric_names[1:-1]),
