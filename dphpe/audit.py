@@ -4,14 +4,34 @@
 
 # %% ../nbs/14_audit.ipynb #6ddf44c2
 from __future__ import annotations
-import numpy as np
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+import numpy as np, pandas as pd, torch
+from PIL import Image
+from fastai.callback.core import Callback
+from fastai.torch_core import default_device
 from scipy.optimize import brentq
+from scipy.ndimage import binary_erosion
 from scipy.special import expit, logit
 from scipy.stats import binom
 from sklearn.metrics import roc_auc_score, roc_curve
+from torch.utils.data import DataLoader
+from .data import PoseDataset, load_image
+from .features import Splits, make_splits
+from .methods import METHODS
+from .pretrain import public_pretraining, initial_model
+from .report import write_table, markdown_table
+from .synth import MASK_LABELS
+from .train import SimCCLoss, pose_batch
+from .experiment import STUDY_PRESETS, run_params, run_name, data_root, dataset_persons, train_run, write_json_atomic
 
 # %% auto #0
-__all__ = ['audit_p_value', 'eps_lower_bound', 'audit_guesses', 'tpr_at_fpr', 'audit_scores']
+__all__ = ['AUDIT_GUESSES', 'CANARIES', 'AUDIT_EPSILONS', 'AUDIT_COLUMNS', 'audit_p_value', 'eps_lower_bound', 'audit_guesses',
+           'tpr_at_fpr', 'audit_scores', 'best_audit', 'mislabel', 'twin', 'AuditData', 'audit_data', 'canary_losses',
+           'trainable_vector', 'canary_scores', 'GradientCanaries', 'ScaleNoise', 'claimed', 'audit_name', 'audit_run',
+           'audit_grid', 'audit_table', 'audit_markdown', 'write_audit']
 
 # %% ../nbs/14_audit.ipynb #74cab24f
 def audit_p_value(m:int, # canaries, each in the private set with probability ½
@@ -74,3 +94,229 @@ def audit_scores(scores:np.ndarray, # (m,) a score per canary, larger = looks in
     return dict(m=len(scores), r=r, v=v, eps_lower_bound=eps_lower_bound(len(scores), r, v, delta, confidence), confidence=confidence,
                 auroc=float(roc_auc_score(included, scores)), tpr_at_1pct_fpr=tpr_at_fpr(included, scores, .01),
                 tpr_at_01pct_fpr=tpr_at_fpr(included, scores, .001))
+
+# %% ../nbs/14_audit.ipynb #818e029c
+AUDIT_GUESSES = (2, 5, 10, 25, 50, 100, 250)  # k: an audit tries k "in" and k "out" guesses for each (union bound over the tries)
+
+def best_audit(scores:np.ndarray, # (m,) a score per canary, larger = looks included
+               included:np.ndarray, # (m,) bool: which canaries were in the private set
+               ks:tuple=AUDIT_GUESSES, # guess counts to try (those with 2k > m are skipped)
+               delta:float=0., # δ of the guarantee audited
+               confidence:float=0.95, # of the bound kept
+              )->dict:
+    "`audit_scores` at the k of `ks` giving the largest bound, every try at confidence 1 − (1 − `confidence`)/tries so the kept one holds at `confidence`."
+    ks = [k for k in ks if 2 * k <= len(scores)]
+    if not ks: raise ValueError(f"No guess count fits m = {len(scores)} canaries: need 2k ≤ m for some k; use more canaries.")
+    each = 1 - (1 - confidence) / len(ks)
+    best = max((audit_scores(scores, included, k, k, delta, each) for k in ks), key=lambda a: a['eps_lower_bound'])
+    return {**best, 'k': best['r'] // 2, 'confidence': confidence}
+
+# %% ../nbs/14_audit.ipynb #878eaed3
+def mislabel(person, # a `Person`
+             rng:np.random.Generator, # draws the joints
+             margin:float=0.1, # keep the joints this share of the box away from its sides
+            ):
+    "`person` with every joint annotated and placed uniformly at random inside its crop box."
+    half = person.scale * 100 * (1 - 2 * margin)  # the crop box is scale · 200 px wide and high
+    joints = person.center + rng.uniform(-1, 1, (len(person.joints), 2)) * half
+    return replace(person, joints=joints.astype(np.float32), visible=np.ones_like(person.visible), id=f"{person.id}~mislabelled")
+
+# %% ../nbs/14_audit.ipynb #be12b1a5
+def twin(person, # a `Person` of the synthetic data (it needs a label map)
+         out:Path, # folder the twin's image is written to
+         rng:np.random.Generator, # draws the colour
+        ):
+    "`person` with its identity pixels (synthetic label map, less a 1-pixel rim) painted one random colour, as a new image under `out`."
+    if person.mask is None: raise ValueError(f"{person.id} has no label map: twin canaries need the synthetic data's identity regions.")
+    img, mask = np.array(load_image(person.image)), np.array(load_image(person.mask, 'L'))
+    inner = binary_erosion(mask == MASK_LABELS['identity'], np.ones((3, 3)))  # a crop's bilinear sample of a body pixel never reaches it
+    img[inner] = rng.integers(0, 256, 3)
+    path = Path(out)/f"{person.id.replace('#', '_').replace('~', '_')}-twin.png"
+    Image.fromarray(img).save(path)  # lossless: every other pixel is the original's decoded value
+    return replace(person, image=path, id=f"{person.id}~twin")
+
+# %% ../nbs/14_audit.ipynb #98f0954a
+CANARIES = ('mislabelled', 'twin', 'gradient')
+
+@dataclass
+class AuditData:
+    "The splits of an audit run and its canaries."
+    splits: Splits # S_priv: the base persons, the mislabelled canaries drawn in, and each twin canary or its twin
+    persons: dict # {'mislabelled', 'twin': the m person canaries of each kind}
+    twins: list # the twins of the twin canaries
+    included: dict # {kind: (m,) bool}: whether each person canary is in (a twin canary: itself rather than its twin)
+
+def audit_data(p:dict, # run parameters (`run_params`)
+               root:Path, # dataset folder (`data_root`)
+               m:int=1000, # canaries of each kind
+               out:Path=None, # folder for the twins' images
+              )->AuditData:
+    "The run's splits with `m` mislabelled and `m` twin canaries, each in with probability ½ (seeded by the run's seed)."
+    pre = STUDY_PRESETS[p['preset']]
+    s = make_splits(*dataset_persons(root, p['dataset'], pre.train.input_size), m=p['m'], seed=0)
+    spare = len(s.private) - 2 * m
+    if not (m >= 2 and spare >= 1):
+        raise ValueError(f"2 × {m} person canaries need m ≥ 2 and fewer than the {len(s.private)} S_priv persons of preset {p['preset']!r}; lower m (`dphpe audit --canaries`).")
+    rng = np.random.default_rng([p['seed'], 0xA0D17])
+    persons = {'mislabelled': [mislabel(q, rng) for q in s.private[-m:]], 'twin': [mislabel(q, rng) for q in s.private[-2 * m:-m]]}
+    included = {kind: rng.random(m) < .5 for kind in persons}
+    twins = [twin(c, out, rng) for c in persons['twin']]
+    drawn = [c for c, i in zip(persons['mislabelled'], included['mislabelled']) if i]
+    drawn += [c if i else t for c, t, i in zip(persons['twin'], twins, included['twin'])]
+    base = s.private[:min(spare, pre.private_limit or spare)]
+    return AuditData(Splits(s.public, base + drawn, s.valid), persons, twins, included)
+
+# %% ../nbs/14_audit.ipynb #64c26148
+def canary_losses(model, # a `PoseModel`
+                  persons:list, # canaries (or twins)
+                  input_size:tuple, # (H, W) of the model input
+                  bs:int=64, # batch size
+                 )->np.ndarray:
+    "(len(persons),) SimCC loss of `model` on each person's crop and labels."
+    dev, loss = default_device(), SimCCLoss(input_size, model.head.k)
+    model.eval().to(dev)
+    with torch.no_grad():
+        return np.concatenate([loss(model(x.to(dev)), j.to(dev), v.to(dev), reduction='none').cpu().numpy()
+                               for x, j, v, *_ in DataLoader(PoseDataset(persons, input_size), bs, collate_fn=pose_batch)])
+
+def trainable_vector(model)->torch.Tensor:
+    "The model's trainable parameters as one flat vector (on the CPU)."
+    return torch.cat([q.detach().reshape(-1).cpu() for q in model.parameters() if q.requires_grad])
+
+def canary_scores(start, # the model the run started from
+                  trained, # the trained model
+                  data:AuditData, # the audit's canaries
+                  coordinates:torch.Tensor, # the gradient canaries' coordinates (`GradientCanaries`)
+                  input_size:tuple, # (H, W) of the model input
+                 )->dict:
+    "{kind: (m,) scores}, larger when a canary looks trained on."
+    gain = lambda persons: canary_losses(start, persons, input_size) - canary_losses(trained, persons, input_size)
+    fell = trainable_vector(start) - trainable_vector(trained)
+    return {'mislabelled': gain(data.persons['mislabelled']), 'twin': gain(data.persons['twin']) - gain(data.twins),
+            'gradient': fell[coordinates].numpy()}
+
+# %% ../nbs/14_audit.ipynb #31e3766f
+class GradientCanaries(Callback):
+    "White-box canaries: at every training step, each included canary is drawn with rate `q` and adds `norm` on its own coordinate of the gradient."
+    order = 60  # before `PrivateStep` (70), which takes the step in its `before_batch`
+    def __init__(self, coordinates:torch.Tensor, # (m,) flat indices into the trainable parameters, distinct
+                 included:np.ndarray, # (m,) bool: the canaries in the training set
+                 q:float, # sampling rate of each canary per step
+                 norm:float, # a drawn canary's gradient: `norm` on its coordinate (C; 1/B for non-private training)
+                 seed:int=0):
+        self.coords, self.q, self.norm, self.gen = coordinates[torch.as_tensor(included)], q, norm, torch.Generator().manual_seed(seed)
+    @property
+    def params(self)->list: return [q for q in self.learn.model.parameters() if q.requires_grad]
+    def drawn(self)->list:
+        "This step's gradient of the drawn canaries, per trainable parameter."
+        v = torch.zeros(sum(q.numel() for q in self.params))
+        v[self.coords[torch.rand(len(self.coords), generator=self.gen) < self.q]] = self.norm
+        return [g.view_as(q).to(q.device) for g, q in zip(v.split([q.numel() for q in self.params]), self.params)]
+    def before_batch(self):
+        if not self.training: return
+        opt = getattr(self.learn.opt, 'opt', None)
+        if hasattr(opt, 'extra_sum'): opt.extra_sum = self.drawn()  # a private step: into the clipped sum, before the noise
+        else: self.pending = self.drawn()
+    def after_backward(self):  # non-private training only: fastai's own backward ran
+        for q, g in zip(self.params, self.pending): q.grad += g
+
+class ScaleNoise(Callback):
+    "A deliberate bug for the audit to catch: multiply the private optimizer's noise multiplier by `factor` (the record keeps the plan's ε)."
+    order = 60
+    def __init__(self, factor:float): self.factor = factor
+    def before_fit(self): self.learn.opt.opt.noise_multiplier *= self.factor
+
+# %% ../nbs/14_audit.ipynb #e7aba3f9
+def claimed(method:str, # 'nonprivate' or a key of `METHODS`
+            kind:str, # a key of `CANARIES`
+            epsilon:float, delta:float, # the run's budget
+           )->tuple|None:
+    "(ε, δ) the method's guarantee gives against an audit with `kind` canaries, or None when it does not cover them."
+    if method == 'nonprivate': return None
+    view = METHODS[method]['view']
+    if kind == 'gradient' or kind == 'mislabelled' and view is None: return epsilon, delta
+    if kind == 'twin' and view in (None, 'mask'): return 2 * epsilon, (1 + np.exp(epsilon)) * delta  # a removal and an addition
+    return None  # labels are shared by the feature methods' neighbours; blur's ψ differs between twins
+
+def audit_name(p:dict, m:int, gradient:int, noise_scale:float=1.)->str:
+    "The audit directory's name: the run's, the canary counts, and a scaled noise if any."
+    return f"{run_name(p)}-canaries{m}+{gradient}" + (f"-noise×{noise_scale:g}" if noise_scale != 1 else '')
+
+def audit_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
+              out:Path, # the audit's directory
+              m:int=1000, # person canaries of each kind (mislabelled, twin)
+              gradient:int=1000, # gradient canaries
+              noise_scale:float=1., # ≠ 1: a deliberately broken private step (`ScaleNoise`)
+              progress:bool=True, # show progress bars
+             )->dict:
+    "Train one configuration with `m` person canaries of each kind and `gradient` gradient canaries, each in at random, score them, and write the audit (`audit.json`) into `out`."
+    p, out = run_params(**params), Path(out)
+    private = p['method'] != 'nonprivate'
+    if not noise_scale > 0: raise ValueError(f"noise_scale must be positive, got {noise_scale!r}.")
+    if noise_scale != 1 and not private: raise ValueError("noise_scale scales a private method's noise; non-private training has none.")
+    (out/'canaries').mkdir(parents=True, exist_ok=True)
+    root, pre = data_root(p, progress), STUDY_PRESETS[p['preset']]
+    pretrained = None if p['strategy'] == 'scratch' else public_pretraining(root, pre.train, progress=progress)
+    data = audit_data(p, root, m, out/'canaries')
+    cfg = replace(pre.train, seed=p['seed'])
+    start = initial_model(p['strategy'], cfg, pretrained, joints=len(data.splits.valid[0].layout))
+    n = len(trainable_vector(start))
+    if not 2 <= gradient <= n: raise ValueError(f"{gradient} gradient canaries need 2 to {n} (the model's trainable parameters).")
+    rng = np.random.default_rng([p['seed'], 0xC0DE])
+    coords, included = torch.as_tensor(rng.choice(n, gradient, replace=False)), rng.random(gradient) < .5
+    q = p['bs'] / len(data.splits.private)  # the rate of the plan's Poisson sampling (non-private: of a shuffled epoch)
+    cbs = [GradientCanaries(coords, included, q, p['C'] if private else 1 / p['bs'], seed=p['seed'])]
+    learn = train_run(p, data.splits, pretrained, out/'checkpoint.pth', progress, cbs=cbs + ([ScaleNoise(noise_scale)] if noise_scale != 1 else []))
+    scores, included = canary_scores(start, learn.model, data, coords, cfg.input_size), {**data.included, 'gradient': included}
+    np.savez(out/'scores.npz', **scores, **{f'included_{k}': v for k, v in included.items()})
+    rows = []
+    for kind in CANARIES:
+        guarantee = claimed(p['method'], kind, p['epsilon'], p['delta'])
+        rows.append({'method': p['method'], 'epsilon': p['epsilon'] if private else None, 'canary': kind, 'claimed_epsilon': guarantee and guarantee[0],
+                     **best_audit(scores[kind], included[kind], delta=guarantee[1] if guarantee else 0.)})
+    res = {'name': audit_name(p, m, gradient, noise_scale), 'params': p, 'noise_scale': noise_scale, 'rows': rows, 'privacy': getattr(learn, 'privacy', None),
+           'seconds': float(sum(learn.epoch_seconds)), 'finished': datetime.now(timezone.utc).isoformat(timespec='seconds')}
+    write_json_atomic(res, out/'audit.json')
+    return res
+
+# %% ../nbs/14_audit.ipynb #d33ffa85
+AUDIT_EPSILONS = (.8, 8.)
+
+def audit_grid(preset:str, # a key of `STUDY_PRESETS`
+               C:float=.01, # clipping norm of the private runs
+               seed:int=0, # seed of every run (and of its canaries)
+              )->list:
+    "The run parameters of every audit run of the table."
+    base = dict(preset=preset, strategy='finetune', seed=seed)
+    return [run_params(**base, method='nonprivate')] + [run_params(**base, method=m, C=C, epsilon=e) for m in METHODS for e in AUDIT_EPSILONS]
+
+# %% ../nbs/14_audit.ipynb #661857fb
+AUDIT_COLUMNS = ['method', 'epsilon', 'canary', 'claimed_epsilon', 'eps_lower_bound', 'confidence', 'k', 'v', 'r', 'm',
+                 'auroc', 'tpr_at_1pct_fpr', 'tpr_at_01pct_fpr']
+
+def audit_table(audits:Path, # folder of audit directories
+               )->pd.DataFrame:
+    "One row per canary kind of every finished audit with the plan's noise, ordered by kind, method and ε."
+    runs = [json.loads(f.read_text()) for f in sorted(Path(audits).glob('*/audit.json'))]
+    rows = [r for a in runs if a['noise_scale'] == 1 for r in a['rows']]
+    if not rows: raise ValueError(f"No finished audit under {audits}; run `dphpe audit` first.")
+    order = {k: i for i, k in enumerate(['nonprivate', *METHODS, *CANARIES])}
+    df = pd.DataFrame(rows)[AUDIT_COLUMNS]
+    return df.sort_values(['canary', 'method', 'epsilon'], key=lambda c: c.map(order) if c.name != 'epsilon' else c, na_position='first').reset_index(drop=True)
+
+def audit_markdown(t:pd.DataFrame)->str:
+    "The audit table in Markdown: ε = ∞ for non-private training, 'not covered' where the guarantee claims nothing."
+    t = t.astype(object).copy()
+    t['epsilon'] = ['∞' if pd.isna(e) else f'{e:g}' for e in t.epsilon]
+    t['claimed_epsilon'] = ['not covered' if pd.isna(e) else f'{e:g}' for e in t.claimed_epsilon]
+    for c in ('eps_lower_bound', 'auroc', 'tpr_at_1pct_fpr', 'tpr_at_01pct_fpr'): t[c] = [f'{x:.3f}' for x in t[c]]
+    return markdown_table(t)
+
+def write_audit(audits:Path, # folder of audit directories
+                out:Path, # the report folder
+               )->list:
+    "Write `audit.csv` and `audit.md` into `out`; return both paths."
+    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    caption = ("Privacy audit (synthetic data): ε lower bounds at 95 % confidence, one training run per method and ε (Steinke, Nasr & Jagielski 2023); "
+               "claimed_epsilon: what the method's guarantee gives against that canary (empty: not covered)")
+    return write_table(audit_table(audits), caption, 'audit', out, markdown=audit_markdown)

@@ -11,7 +11,8 @@ import numpy as np
 # %% auto #0
 __all__ = ['run_cli', 'synth_data', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value', 'cmd_run',
            'where_filter', 'cmd_sweep', 'cmd_report', 'data_root', 'train_config', 'cmd_pretrain', 'cmd_baselines',
-           'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_noise', 'bench_summary', 'cmd_bench', 'parser', 'main']
+           'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_audit', 'cmd_noise', 'bench_summary', 'cmd_bench',
+           'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -207,6 +208,23 @@ def write_regime(runs:Path, # run directories of a report
     (out/'regime.json').write_text(card_json(card)); (out/'regime.md').write_text(regime_markdown(card))
     return [out/'regime.json', out/'regime.md']
 
+# %% ../nbs/90_cli.ipynb #ade112ca
+def cmd_audit(args):
+    "`dphpe audit`: the preset's privacy audits missing from `--runs` (one training run each), then its audit table."
+    from dphpe.audit import audit_grid, audit_name, audit_run, audit_table, write_audit
+    runs, out = Path(args.runs or Path('runs')/f'{args.preset}-audit'), Path(args.out or Path('figures')/args.preset)
+    todo = [p for p in audit_grid(args.preset, seed=args.seed) if args.method in (None, p['method'])
+            and (args.epsilon is None or p['method'] != 'nonprivate' and p['epsilon'] == args.epsilon)]
+    if not todo: raise ValueError("No audit of the table matches --method and --epsilon (non-private training has no ε).")
+    for i, p in enumerate(todo):
+        d = runs/audit_name(p, args.canaries, args.gradient)
+        if (d/'audit.json').exists(): continue  # finished; an unfinished one resumes from its checkpoint
+        print(f"[{i + 1}/{len(todo)}] {d.name}", flush=True)
+        audit_run(p, d, args.canaries, args.gradient, progress=not args.quiet)
+    files = write_audit(runs, out)
+    print(audit_table(runs).to_json(orient='records', indent=1) if args.json else files[1].read_text(), end='\n' if args.json else '')
+    return 0
+
 # %% ../nbs/90_cli.ipynb #439a4aeb
 def cmd_noise(args):
     "`dphpe noise`: σ for a target (ε, δ) at rate q over `epochs` (1/q steps each), and the ε it achieves."
@@ -293,6 +311,14 @@ def parser()->argparse.ArgumentParser:
     cb.add_argument('--where', nargs='*', default=[], help='only runs matching NAME=VALUE[,VALUE…], e.g. seed=0');
     cb.add_argument('--runs', default=None, help='default runs/<preset>'); cb.add_argument('--out', default=None, help='default figures/calibration/<preset>')
     cb.set_defaults(func=cmd_calibrate)
+    au = sub.add_parser('audit', help="empirical ε lower bounds: one training run per method and ε, with canaries in or out at random")
+    au.add_argument('--preset', default='quick', help='a study preset'); au.add_argument('--method', default=None, help="only this method ('nonprivate' too)")
+    au.add_argument('--epsilon', type=float, default=None, help='only private audits at this ε')
+    au.add_argument('--canaries', type=int, default=1000, help='person canaries of each kind (mislabelled, twin)')
+    au.add_argument('--gradient', type=int, default=1000, help='gradient canaries'); au.add_argument('--seed', type=int, default=0, help='seed of the runs and canaries')
+    au.add_argument('--runs', default=None, help='audit directories (default runs/<preset>-audit)'); au.add_argument('--out', default=None, help='default figures/<preset>')
+    au.add_argument('--json', action='store_true', help='print the table as JSON'); au.add_argument('--quiet', action='store_true', help='no progress bars')
+    au.set_defaults(func=cmd_audit)
     nz = sub.add_parser('noise', help='noise multiplier for a target (epsilon, delta)')
     nz.add_argument('--epsilon', type=float, required=True); nz.add_argument('--delta', type=float, default=4e-5)
     nz.add_argument('--sample-rate', dest='sample_rate', type=float, required=True, help='Poisson rate q = B / |S_priv|')

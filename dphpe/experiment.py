@@ -252,13 +252,14 @@ def train_run(p:dict, # from `run_params`
               pretrained:Path|None, # public pretrained checkpoint (None for `scratch`)
               checkpoint:Path, # checkpoint file of the run
               progress:bool=True, # show fastai's progress bars
+              cbs:list=(), # more fastai callbacks (e.g. the audit's)
              ):
     "Train the run's model; return the fastai `Learner` (with `privacy` for private methods)."
     cfg = replace(STUDY_PRESETS[p['preset']].train, seed=p['seed'], epochs=p['epochs'], bs=p['bs'], lr=p['lr'], wd=p['weight_decay'])
     model = initial_model(p['strategy'], cfg, pretrained, joints=len(splits.valid[0].layout))
     meta = {'params': {k: v for k, v in p.items() if k != 'data'}}
     if p['method'] == 'nonprivate':
-        return train_pose(model, splits.private, splits.valid, cfg, view=FEATURES[p['features']], checkpoint=checkpoint, meta=meta, progress=progress)
+        return train_pose(model, splits.private, splits.valid, cfg, view=FEATURES[p['features']], checkpoint=checkpoint, meta=meta, progress=progress, cbs=cbs)
     ds = lambda persons, augment=False: PoseDataset(persons, cfg.input_size, augment=augment, seed=p['seed'])
     learn = private_learner(model, ds(splits.private, p['private_augment']), ds(splits.valid), p['method'], p['epsilon'], p['delta'], p['C'],
                             p['epochs'], p['bs'], cfg.lr, cfg.wd, public=ds(splits.public), k=p['k'], refresh=p['refresh'],
@@ -268,6 +269,7 @@ def train_run(p:dict, # from `run_params`
     if p['horizon']:
         subset = ds(splits.valid[:HORIZON_PERSONS]); preload_crops(model, subset)
         learn.add_cb(ValidationCurve(p['horizon'], subset, Path(checkpoint).parent/'horizon.json'))
+    learn.add_cbs(cbs)
     if not progress: learn.remove_cbs(learn.progress)
     fit_pose(learn, p['epochs'], cfg.lr, cfg.schedule, p['seed'], checkpoint, meta=meta, keep_best=p['select'] == 'best')
     step = learn.private_step  # a finished run took exactly epochs × 1/q Poisson steps (also when resumed or reloaded)

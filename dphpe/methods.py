@@ -64,9 +64,11 @@ class PoseDPOptimizer(DPOptimizerFastGradientClipping):
     def __init__(self, optimizer, *, subspace:PublicSubspace=None, public_weight:float=1., **kwargs):
         super().__init__(optimizer, **kwargs)
         self.subspace, self.public_weight = subspace, public_weight
+        self.extra_sum = None  # per-parameter tensors joining the next clipped sum before the noise (the audit's gradient canaries)
     def accumulate(self):
-        "Take the clipped sum as it is (Opacus copies it: here each step's sum is a fresh tensor, replaced by the noisy one)."
-        for p in self.params: p.summed_grad = p.grad
+        "Take the clipped sum as it is (Opacus copies it: here each step's sum is a fresh tensor, replaced by the noisy one), plus `extra_sum` once if set."
+        for p, e in zip(self.params, self.extra_sum or [None] * len(self.params)): p.summed_grad = p.grad if e is None else p.grad + e
+        self.extra_sum = None
     def scale_grad(self):
         super().scale_grad()  # p.grad = (Σ clipped per-sample gradients + noise) / expected batch size
         if self.subspace is not None and self.subspace.V is not None:

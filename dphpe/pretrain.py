@@ -59,13 +59,14 @@ def train_pose(model:PoseModel, # model with its strategy set
                checkpoint:Path=None, # checkpoint file (written every epoch; resumed from if present)
                meta:dict=None, # run description stored in the checkpoint
                progress:bool=True, # show fastai's progress bars
+               cbs:list=(), # more fastai callbacks
               )->Learner:
     "Train `model` non-privately on `train`, scoring `valid` each epoch; return the `Learner`."
     valid = PoseDataset(valid, cfg.input_size)
     preload_crops(model, valid)  # decoded once; at `finetune` the frozen prefix's features too
     dls = pose_dataloaders(PoseDataset(train, cfg.input_size, augment=True, seed=cfg.seed), valid, cfg.bs, cfg.workers, cfg.seed)
-    cbs = [TrainOnPublicView(public_view(view, cfg.input_size))] if view else []
-    learn = pose_learner(model, dls, cfg.lr, cfg.wd, cbs=cbs)
+    view_cbs = [TrainOnPublicView(public_view(view, cfg.input_size))] if view else []
+    learn = pose_learner(model, dls, cfg.lr, cfg.wd, cbs=[*view_cbs, *cbs])
     if not progress: learn.remove_cbs(learn.progress)
     return fit_pose(learn, epochs or cfg.epochs, cfg.lr, cfg.schedule, cfg.seed, checkpoint, meta=meta)
 
