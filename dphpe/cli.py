@@ -4,15 +4,15 @@
 
 # %% ../nbs/90_cli.ipynb #34183622
 from __future__ import annotations
-import argparse, contextlib, io, json, sys, time
+import argparse, contextlib, io, json, math, re, sys, time
 from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['run_cli', 'synth_data', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value', 'cmd_run',
-           'where_filter', 'cmd_sweep', 'cmd_report', 'data_root', 'train_config', 'cmd_pretrain', 'cmd_baselines',
-           'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_audit', 'cmd_noise', 'bench_summary', 'cmd_bench',
-           'parser', 'main']
+__all__ = ['NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value',
+           'cmd_run', 'where_filter', 'cmd_sweep', 'cmd_report', 'data_root', 'train_config', 'cmd_pretrain',
+           'cmd_baselines', 'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_audit', 'cmd_noise', 'bench_summary',
+           'cmd_bench', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -46,7 +46,10 @@ def cmd_data_synth(args):
 # %% ../nbs/90_cli.ipynb #3e6548a0
 def cmd_pckh(args):
     "Print MPII PCKh of the predictions `args.pred` against `args.gt`."
-    from dphpe.metrics import evaluate_pckh_files
+    from dphpe.metrics import evaluate_pckh_files, load_preds
+    if not 0 < args.thr <= 1: raise ValueError(f"--thr must lie in (0, 1] (a fraction of the head size; MPII uses 0.5), got {args.thr}.")
+    if bad := int((~np.isfinite(load_preds(args.pred))).any(-1).sum()):
+        print(f"dphpe: warning: {bad} predicted joints of {args.pred} are NaN or infinite; they are scored as misses.", file=sys.stderr)
     res = evaluate_pckh_files(args.pred, args.gt, thr=args.thr)
     if args.json: print(json.dumps({k: round(float(v), 4) for k,v in res.items()})); return 0
     print(' | '.join(f"{k} {float(v):.2f}" for k,v in res.items()))
@@ -229,7 +232,8 @@ def cmd_audit(args):
 def cmd_noise(args):
     "`dphpe noise`: σ for a target (ε, δ) at rate q over `epochs` (1/q steps each), and the ε it achieves."
     from dphpe.privacy import PrivacyPlan
-    if not args.epochs > 0: raise ValueError(f"--epochs must be positive, got {args.epochs}.")
+    if not 0 < args.sample_rate <= 1: raise ValueError(f"--sample-rate must lie in (0, 1] (q = B / |S_priv|), got {args.sample_rate}.")
+    if not (0 < args.epochs and math.isfinite(args.epochs)): raise ValueError(f"--epochs must be a positive finite number, got {args.epochs}.")
     plan = PrivacyPlan.calibrate(args.epsilon, args.delta, args.sample_rate, max(1, round(args.epochs / args.sample_rate)), args.accountant)
     rec = plan.record()
     if args.json: print(json.dumps(rec)); return 0
@@ -272,6 +276,8 @@ def cmd_bench(args):
     return 0
 
 # %% ../nbs/90_cli.ipynb #15caf77c
+NEGATIVE_NUMBER = re.compile(r'^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$')  # argparse's own pattern misses exponents such as -1e-5
+
 def parser()->argparse.ArgumentParser:
     "The `dphpe` argument parser with all subcommands."
     p = argparse.ArgumentParser(prog='dphpe', description='Differentially private 2D human pose estimation: a reproducible study.')
@@ -279,23 +285,24 @@ def parser()->argparse.ArgumentParser:
     data = sub.add_parser('data', help='make or inspect datasets').add_subparsers(dest='data_command', required=True)
     s = data.add_parser('synth', help='generate the embedded procedural (synthetic) datasets')
     s.add_argument('--preset', default='quick', help='size preset: tiny, quick or full')
-    s.add_argument('--seed', type=int, default=0); s.add_argument('--root', default=None, help='output folder (default: the cache)')
-    s.add_argument('--workers', type=int, default=None); s.add_argument('--force', action='store_true', help='regenerate even if cached')
-    s.add_argument('--json', action='store_true'); s.set_defaults(func=cmd_data_synth)
+    s.add_argument('--seed', type=int, default=0, help='seed of the generator'); s.add_argument('--root', default=None, help='output folder (default: the cache)')
+    s.add_argument('--workers', type=int, default=None, help='generator processes (default: CPU cores)'); s.add_argument('--force', action='store_true', help='regenerate even if cached')
+    s.add_argument('--json', action='store_true', help='print the counts and location as JSON'); s.set_defaults(func=cmd_data_synth)
     k = sub.add_parser('pckh', help='MPII PCKh of predictions against an official-format ground truth')
     k.add_argument('pred', help='.mat with `preds` (N×16×2, 1-based) or .npy of the same array')
     k.add_argument('--gt', required=True, help="ground truth .mat (HRNet's gt_valid.mat layout)")
-    k.add_argument('--thr', type=float, default=0.5); k.add_argument('--json', action='store_true'); k.set_defaults(func=cmd_pckh)
+    k.add_argument('--thr', type=float, default=0.5, help='PCKh threshold, a fraction of the head size in (0, 1] (default 0.5)')
+    k.add_argument('--json', action='store_true', help='print the groups as JSON'); k.set_defaults(func=cmd_pckh)
     st = sub.add_parser('study', help='the embedded study: data, the sweep of the preset\'s grid, the report')
     st.add_argument('--preset', default='quick', help='tiny, quick or full'); st.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
     st.add_argument('--runs', default='runs', help='runs go to RUNS/<preset>'); st.add_argument('--figures', default='figures', help='report goes to FIGURES/<preset>')
     st.add_argument('--workers', type=int, default=None, help='data generation processes'); st.set_defaults(func=cmd_study)
     r = sub.add_parser('run', help='one configuration: the experiment notebook executed by papermill')
     r.add_argument('-p', '--param', nargs=2, action='append', default=[], metavar=('NAME', 'VALUE'), help='a run parameter (see dphpe.experiment.RUN_PARAMETERS)')
-    r.add_argument('--out', default=None, help='run directory (default RUNS/<preset>/<run name>)'); r.add_argument('--runs', default='runs')
+    r.add_argument('--out', default=None, help='run directory (default RUNS/<preset>/<run name>)'); r.add_argument('--runs', default='runs', help='folder of the run directories (default runs)')
     r.add_argument('--log-output', dest='log_output', action='store_true', help="show the notebook's output here instead of in log.txt"); r.set_defaults(func=cmd_run)
     sw = sub.add_parser('sweep', help="every missing run of a preset's grid, in parallel processes")
-    sw.add_argument('--preset', required=True, help='tiny, quick, full, ablation, paper-mpii or paper-humanart'); sw.add_argument('--jobs', type=int, default=None)
+    sw.add_argument('--preset', required=True, help='tiny, quick, full, ablation, paper-mpii or paper-humanart'); sw.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
     sw.add_argument('--runs', default=None, help='folder of the run directories (default runs/<preset>)')
     sw.add_argument('--where', nargs='*', default=[], metavar='NAME=V1,V2', help='only runs whose parameters match')
     sw.add_argument('--data', default=None, help='dataset folder (real-data presets)'); sw.set_defaults(func=cmd_sweep)
@@ -320,12 +327,15 @@ def parser()->argparse.ArgumentParser:
     au.add_argument('--json', action='store_true', help='print the table as JSON'); au.add_argument('--quiet', action='store_true', help='no progress bars')
     au.set_defaults(func=cmd_audit)
     nz = sub.add_parser('noise', help='noise multiplier for a target (epsilon, delta)')
-    nz.add_argument('--epsilon', type=float, required=True); nz.add_argument('--delta', type=float, default=4e-5)
+    nz.add_argument('--epsilon', type=float, required=True, help='target ε (0 < ε ≤ 50; the paper: 0.2 to 0.8)')
+    nz.add_argument('--delta', type=float, default=4e-5, help='target δ in (0, 1) (default 4e-5, the paper\'s)')
     nz.add_argument('--sample-rate', dest='sample_rate', type=float, required=True, help='Poisson rate q = B / |S_priv|')
-    nz.add_argument('--epochs', type=float, required=True); nz.add_argument('--accountant', choices=('rdp', 'prv'), default='rdp')
-    nz.add_argument('--json', action='store_true'); nz.set_defaults(func=cmd_noise)
+    nz.add_argument('--epochs', type=float, required=True, help='passes over S_priv (1/q Poisson steps each)')
+    nz.add_argument('--accountant', choices=('rdp', 'prv'), default='rdp', help='accountant calibrating σ (default rdp)')
+    nz.add_argument('--json', action='store_true', help='print the plan as JSON'); nz.set_defaults(func=cmd_noise)
+    nz._negative_number_matcher = NEGATIVE_NUMBER  # so that `--delta -1e-5` reaches the check, not argparse's option lookup
     b = sub.add_parser('bench', help='cost of each private method relative to the non-private step')
-    b.add_argument('--quick', action='store_true', help='embedded model only'); b.add_argument('--json', action='store_true')
+    b.add_argument('--quick', action='store_true', help='embedded model only'); b.add_argument('--json', action='store_true', help='print the costs as JSON')
     b.add_argument('--bs', type=int, default=None, help="batch size (default: the preset's)")
     b.add_argument('--repeats', type=int, default=10, help='timed steps per method (the median is reported)'); b.set_defaults(func=cmd_bench)
     for name, func, hlp in (('pretrain', cmd_pretrain, 'public (COCO) pretraining, cached'),
@@ -335,7 +345,7 @@ def parser()->argparse.ArgumentParser:
         c.add_argument('--data', default=None, help='folder holding coco/ and mpii/ (default: the preset\'s synthetic data)')
         c.add_argument('--epochs', type=int, default=None, help='private-set epochs (default: the preset\'s)')
         c.add_argument('--pretrain-epochs', dest='pretrain_epochs', type=int, default=None, help='public-set epochs')
-        c.add_argument('--seed', type=int, default=None); c.add_argument('--workers', type=int, default=None)
+        c.add_argument('--seed', type=int, default=None, help="seed (default: the preset's)"); c.add_argument('--workers', type=int, default=None, help='DataLoader worker processes')
         if name == 'pretrain':
             c.add_argument('--cache', default=None, help='artefact folder (default: ~/.cache/dphpe/pretrain or $DPHPE_CACHE)')
             c.add_argument('--force', action='store_true', help='retrain even if cached')
@@ -348,4 +358,6 @@ def main(argv:list=None)->int:
     "Entry point of the `dphpe` console script."
     args = parser().parse_args(argv)
     try: return args.func(args)
-    except (ValueError, FileNotFoundError, KeyError) as e: return _fail(e.args[0] if e.args else repr(e))
+    except OSError as e:  # unwritable, missing or through-a-file paths: name the path and the reason, not the errno
+        return _fail(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else (e.args[0] if e.args else repr(e)))
+    except (ValueError, KeyError) as e: return _fail(e.args[0] if e.args else repr(e))

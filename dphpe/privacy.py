@@ -10,17 +10,22 @@ from opacus.accountants import RDPAccountant, PRVAccountant
 from opacus.accountants.utils import get_noise_multiplier
 
 # %% auto #0
-__all__ = ['ACCOUNTANTS', 'check_budget', 'epsilon_spent', 'PrivacyPlan', 'sampling']
+__all__ = ['ACCOUNTANTS', 'MAX_EPSILON', 'check_budget', 'epsilon_spent', 'PrivacyPlan', 'sampling']
 
 # %% ../nbs/08_privacy.ipynb #38aacd42
 ACCOUNTANTS = {'rdp': RDPAccountant, 'prv': PRVAccountant}
 
+MAX_EPSILON = 50.  # above this a guarantee means nothing (the PRV accountant was checked up to it)
+
 def check_budget(epsilon:float, # target ε
                  delta:float, # target δ
                 ):
-    "Raise a clear error unless 0 < ε and 0 < δ < 1."
+    "Raise a clear error unless 0 < ε ≤ `MAX_EPSILON` and 0 < δ < 1."
     if not (isinstance(epsilon, (int, float)) and epsilon > 0 and math.isfinite(epsilon)):
         raise ValueError(f"epsilon must be a positive number, got {epsilon!r} (the paper uses 0.2, 0.4, 0.6, 0.8).")
+    if epsilon > MAX_EPSILON:
+        raise ValueError(f"epsilon={epsilon!r} is above {MAX_EPSILON:g}: such a budget protects nothing, and the PRV accountant's grid outgrows memory; "
+                         "the paper uses 0.2 to 0.8.")
     if not (isinstance(delta, (int, float)) and 0 < delta < 1):
         raise ValueError(f"delta must lie in (0, 1), got {delta!r} (the paper uses 4e-5, below 1/|S_priv|).")
 

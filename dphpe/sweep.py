@@ -19,8 +19,8 @@ from .experiment import STUDY_PRESETS, RUN_PARAMETERS, run_params, run_name, rea
 from .pretrain import public_pretraining
 
 # %% auto #0
-__all__ = ['grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes', 'launch_run', 'notebook_error',
-           'execute_run', 'plan_sweep', 'prepare', 'sweep']
+__all__ = ['grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes', 'launch_run', 'run_result',
+           'notebook_error', 'execute_run', 'plan_sweep', 'prepare', 'sweep']
 
 # %% ../nbs/11_sweep.ipynb #eb1b4aff
 def grid(preset:str, # a key of `STUDY_PRESETS`
@@ -43,10 +43,13 @@ def grid(preset:str, # a key of `STUDY_PRESETS`
 def select(runs:list, # run parameters, from `grid`
            where:dict=None, # {parameter: allowed values}; values compare as strings, so '0.1' matches 0.1
           )->list:
-    "The runs whose parameters take one of the allowed values for every key of `where`."
+    "The runs whose parameters take one of the allowed values for every key of `where` (a key whose values match no run is an error)."
     where = where or {}
     if bad := sorted(set(where) - set(RUN_PARAMETERS)): raise ValueError(f"Unknown parameter(s) {bad} in the filter; the parameters are {list(RUN_PARAMETERS)}.")
     ok = lambda v, allowed: str(v) in {str(a) for a in allowed} or (_num(v) is not None and _num(v) in {_num(a) for a in allowed})
+    for k, vs in where.items():
+        if runs and not any(ok(p[k], vs) for p in runs):
+            raise ValueError(f"No run has {k} in {vs}; the grid's values of {k} are {sorted({str(p[k]) for p in runs})}.")
     return [p for p in runs if all(ok(p[k], vs) for k, vs in where.items())]
 
 def _num(v):
@@ -125,15 +128,26 @@ def launch_run(params:dict, # run parameters, from `grid`
                threads:int=1, # torch threads of the run
                log:bool=True, # append the run's output to `out/log.txt` (else it goes where this process's does)
               )->mp.Process:
-    "Start the experiment notebook for `params` in a process of its own; return the started process."
+    "Start the experiment notebook for `params` in a process of its own (an earlier `metrics.json` in `out` is moved aside); return the process."
     out, name = Path(out).resolve(), run_name(run_params(**params))  # a bad configuration fails here, before any process starts
     out.mkdir(parents=True, exist_ok=True)
+    stamp, note = time.strftime('%Y-%m-%d %H:%M:%S'), ''
+    if (out/'metrics.json').exists():  # an earlier record (another configuration, or a run repeated): what exits must be this run's
+        aside = out/f"metrics.replaced-{stamp.replace(' ', 'T').replace(':', '')}.json"
+        (out/'metrics.json').replace(aside); note = f" (the earlier metrics.json is now {aside.name})"
     if log:
-        with open(out/'log.txt', 'a') as f: f.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} run {name} {params}\n")
+        with open(out/'log.txt', 'a') as f: f.write(f"\n=== {stamp} run {name} {params}{note}\n")
     from dphpe.sweep import _run_process  # by reference from the package, also when this is called from a notebook
     proc = run_processes().Process(target=_run_process, args=(params, out, threads, log), name=name)
     proc.start()
     return proc
+
+def run_result(out:Path, # run directory
+               params:dict, # run parameters (see `RUN_PARAMETERS`)
+              )->dict|None:
+    "The finished record in `out` if it is the record of `params` (as `recorded_params` reads it), else None."
+    m = read_metrics(out)
+    return m if m is not None and recorded_params(m['params']) == run_params(**params) else None
 
 def notebook_error(path:Path)->str|None:
     "'ename: evalue' of the failing cell of the executed notebook at `path`, or None."
@@ -148,7 +162,7 @@ def execute_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
     "Run the experiment notebook for `params` into `out` in a process of its own and wait; return its metrics."
     out = Path(out).resolve()
     proc = launch_run(params, out, os.cpu_count() or 1, log); proc.join()
-    if (m := read_metrics(out)) is None:
+    if (m := run_result(out, params)) is None:
         why = notebook_error(out/'run.ipynb') or f"its process exited with code {proc.exitcode}"
         raise RuntimeError(f"run {proc.name} failed: {why} (see {out/'run.ipynb'}" + (f" and {out/'log.txt'})" if log else ")"))
     return m
@@ -158,7 +172,7 @@ def plan_sweep(runs:list, # run parameters, from `grid`/`select`
                root:Path, # the preset's runs folder
               )->tuple:
     "(done, todo): the runs with a finished `metrics.json` for the same parameters (as `recorded_params` reads them), and the others."
-    done = lambda p: (m := read_metrics(Path(root)/run_name(p))) is not None and recorded_params(m['params']) == p
+    done = lambda p: run_result(Path(root)/run_name(p), p) is not None
     return [p for p in runs if done(p)], [p for p in runs if not done(p)]
 
 def prepare(runs:list, # runs about to start
@@ -180,7 +194,7 @@ def _schedule(todo, root, jobs, threads, retries, ok, failed):
         time.sleep(.2)
         for proc in [r for r in running if r.exitcode is not None]:
             p, attempt = running.pop(proc); proc.close()
-            if read_metrics(Path(root)/run_name(p)) is not None: ok.append(p); yield p
+            if run_result(Path(root)/run_name(p), p) is not None: ok.append(p); yield p  # this run's record, not an earlier one
             elif attempt < retries: queue.append((p, attempt + 1))  # resumes from its checkpoint
             else: failed.append(p); yield p
 
