@@ -14,7 +14,7 @@ from fastai.callback.core import Callback
 from fastai.torch_core import default_device
 from scipy.optimize import brentq
 from scipy.ndimage import binary_erosion
-from scipy.special import expit, logit
+from scipy.special import expit
 from scipy.stats import binom
 from sklearn.metrics import roc_auc_score, roc_curve
 from torch.utils.data import DataLoader

@@ -252,7 +252,7 @@ def bench_summary(r:dict)->dict:
 
 def cmd_bench(args):
     "`dphpe bench`: step time and memory of each private method relative to the non-private step."
-    from dphpe.methods import method_costs
+    from dphpe.methods import method_costs, METHODS
     from dphpe.experiment import STUDY_PRESETS
     emb = STUDY_PRESETS['quick'].train  # the embedded study's model, input size and batch
     configs = {'embedded': dict(backbone=emb.backbone, input_size=emb.input_size, bs=args.bs or emb.bs)}
