@@ -20,7 +20,8 @@ from sklearn.metrics import roc_auc_score, roc_curve
 from torch.utils.data import DataLoader
 from .data import PoseDataset, load_image
 from .features import Splits, make_splits
-from .methods import METHODS
+from .methods import METHODS, flat, unflat
+from .model import trainable_count
 from .pretrain import public_pretraining, initial_model
 from .report import write_table, markdown_table
 from .synth import MASK_LABELS
@@ -181,7 +182,7 @@ def canary_losses(model, # a `PoseModel`
 
 def trainable_vector(model)->torch.Tensor:
     "The model's trainable parameters as one flat vector (on the CPU)."
-    return torch.cat([q.detach().reshape(-1).cpu() for q in model.parameters() if q.requires_grad])
+    return flat([q.detach() for q in model.parameters() if q.requires_grad]).cpu()
 
 def canary_scores(start, # the model the run started from
                   trained, # the trained model
@@ -205,13 +206,12 @@ class GradientCanaries(Callback):
                  norm:float, # a drawn canary's gradient: `norm` on its coordinate (C; 1/B for non-private training)
                  seed:int=0):
         self.coords, self.q, self.norm, self.gen = coordinates[torch.as_tensor(included)], q, norm, torch.Generator().manual_seed(seed)
-    @property
-    def params(self)->list: return [q for q in self.learn.model.parameters() if q.requires_grad]
+    def before_fit(self): self.params = [q for q in self.learn.model.parameters() if q.requires_grad]  # fixed while the run trains
     def drawn(self)->list:
         "This step's gradient of the drawn canaries, per trainable parameter."
         v = torch.zeros(sum(q.numel() for q in self.params))
         v[self.coords[torch.rand(len(self.coords), generator=self.gen) < self.q]] = self.norm
-        return [g.view_as(q).to(q.device) for g, q in zip(v.split([q.numel() for q in self.params]), self.params)]
+        return [g.to(q.device) for g, q in zip(unflat(v, self.params), self.params)]
     def before_batch(self):
         if not self.training: return
         opt = getattr(self.learn.opt, 'opt', None)
@@ -260,7 +260,7 @@ def audit_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
     data = audit_data(p, root, m, out/'canaries')
     cfg = replace(pre.train, seed=p['seed'])
     start = initial_model(p['strategy'], cfg, pretrained, joints=len(data.splits.valid[0].layout))
-    n = len(trainable_vector(start))
+    n = trainable_count(start)
     if not 2 <= gradient <= n: raise ValueError(f"{gradient} gradient canaries need 2 to {n} (the model's trainable parameters).")
     rng = np.random.default_rng([p['seed'], 0xC0DE])
     coords, included = torch.as_tensor(rng.choice(n, gradient, replace=False)), rng.random(gradient) < .5

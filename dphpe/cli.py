@@ -46,11 +46,12 @@ def cmd_data_synth(args):
 # %% ../nbs/90_cli.ipynb #3e6548a0
 def cmd_pckh(args):
     "Print MPII PCKh of the predictions `args.pred` against `args.gt`."
-    from dphpe.metrics import evaluate_pckh_files, load_preds
+    from dphpe.metrics import evaluate_pckh, load_preds
     if not 0 < args.thr <= 1: raise ValueError(f"--thr must lie in (0, 1] (a fraction of the head size; MPII uses 0.5), got {args.thr}.")
-    if bad := int((~np.isfinite(load_preds(args.pred))).any(-1).sum()):
+    preds = load_preds(args.pred)  # read once: checked here, scored below
+    if bad := int((~np.isfinite(preds)).any(-1).sum()):
         print(f"dphpe: warning: {bad} predicted joints of {args.pred} are NaN or infinite; they are scored as misses.", file=sys.stderr)
-    res = evaluate_pckh_files(args.pred, args.gt, thr=args.thr)
+    res = evaluate_pckh(preds, args.gt, thr=args.thr, pred_name=str(args.pred))
     if args.json: print(json.dumps({k: round(float(v), 4) for k,v in res.items()})); return 0
     print(' | '.join(f"{k} {float(v):.2f}" for k,v in res.items()))
     return 0
