@@ -7,7 +7,7 @@ BIN     = $(VENV)/bin
 PRESET ?= quick
 STAMP   = $(VENV)/.dphpe-installed
 
-.PHONY: setup study test test-slow export docs-check clean-docs readme outputs
+.PHONY: setup study test test-slow test-slurm export docs-check clean-docs readme outputs
 
 $(STAMP): settings.ini setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ test: setup
 
 test-slow: setup
 	$(BIN)/nbdev_test --n_workers 2 --flags slow --timing
+
+# The `slurm` tests against a real single-node Slurm (Debian's packages, started as root by .ci/slurm-up); `make test`
+# runs them too, and skips them with the reason where no Slurm answers.
+test-slurm: setup
+	.ci/slurm-up
+	$(BIN)/python -m pytest -q -rs -m slurm tests
 
 export: setup
 	$(BIN)/nbdev_export

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 
 # %% auto #0
-__all__ = ['NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value',
-           'cmd_run', 'where_filter', 'cmd_sweep', 'cmd_report', 'data_root', 'train_config', 'cmd_pretrain',
-           'cmd_baselines', 'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_audit', 'cmd_noise', 'bench_summary',
-           'cmd_bench', 'parser', 'main']
+__all__ = ['NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'check_synth', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study',
+           'param_value', 'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'cmd_report', 'data_root',
+           'train_config', 'cmd_pretrain', 'cmd_baselines', 'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_audit',
+           'cmd_noise', 'bench_summary', 'cmd_bench', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -33,11 +33,24 @@ def synth_data(args)->Path:
     from dphpe.synth import make_synth, synth_summary
     t0 = time.time()
     root = make_synth(args.preset, root=args.root, seed=args.seed, workers=args.workers, force=args.force, progress=not args.json)
-    summary = synth_summary(root)
+    summary = {**synth_summary(root), 'fingerprint': check_synth(root, args.preset)}
     if args.json: print(json.dumps({'root': str(root), **summary}, indent=1)); return root
     print(f"synthetic data (preset {args.preset!r}, seed {args.seed}) in {root}  [{time.time()-t0:.1f} s]")
     for name, n in summary['counts'].items(): print(f"  {name:<22}{n:>7,}")
+    print(f"  every image and label map present; content fingerprint {summary['fingerprint']}")
     return root
+
+def check_synth(root:Path, # a `make_synth` folder
+                preset:str, # its preset, for the fix
+               )->str:
+    "Load every split of the synthetic set at `root` (the loaders check each image and label map exists); return its content fingerprint."
+    from dphpe.data import load_mpii, load_coco, load_humanart, data_fingerprint
+    try:
+        for s in ('train', 'valid'): load_mpii(root/'mpii', s)
+        for s in ('train', 'val'): load_coco(root/'coco', s)
+        for s in ('training', 'validation'): load_humanart(root/'humanart', s)
+    except FileNotFoundError as e: raise FileNotFoundError(f"{e.args[0]} The cached synthetic set at {root} is damaged: regenerate it with `dphpe data synth --preset {preset} --force`.") from None
+    return data_fingerprint(root)
 
 def cmd_data_synth(args):
     "`dphpe data synth`: generate the synthetic datasets of `args.preset`."
@@ -85,7 +98,7 @@ def cmd_study(args):
     for name, res in protocol_check(root).items():
         print(f"  {name:<20}" + ' '.join(f"{k} {float(v):6.2f}" for k,v in res.items()))
     runs, out = Path(args.runs)/args.preset, Path(args.figures)/args.preset
-    res = sweep(args.preset, runs, args.jobs, blocks='all')  # the grid and the baselines that calibrated it
+    res = sweep(args.preset, runs, args.jobs, blocks='all', stale=args.stale)  # the grid and the baselines that calibrated it
     files = write_report(runs, out) + write_regime(runs, out)
     from dphpe.regime import write_calibration
     files += write_calibration(json.loads((out/'regime.json').read_text()), runs, Path(args.figures)/'calibration'/args.preset)
@@ -119,10 +132,41 @@ def where_filter(items:list)->dict:
     return {k: v.split(',') for k, v in (w.split('=', 1) for w in items)}
 
 def cmd_sweep(args):
-    "`dphpe sweep`: every missing run of a preset's grid."
-    from dphpe.sweep import sweep
-    res = sweep(args.preset, args.runs and Path(args.runs), args.jobs, where_filter(args.where), args.data)
+    "`dphpe sweep`: every missing run of a preset's grid, here or on Slurm; with --plan what that would cost, with --status where the runs stand."
+    from dphpe.sweep import sweep, sweep_plan, sweep_status
+    runs, where = args.runs and Path(args.runs), where_filter(args.where)
+    if args.status:
+        for state, names in sweep_status(args.preset, runs, where, args.data).items():
+            print(f"{state:>12}: {len(names):4d}" + ('' if state == 'done' else f"  {', '.join(names[:3])}{', …' if len(names) > 3 else ''}"))
+        return 0
+    if args.plan:
+        plan = sweep_plan(args.preset, bench_costs(args.preset, args.bench), runs, where, args.data, stale=args.stale)
+        for name, s in plan['runs'].items(): print(f"  {name:<64}{s / 60:8.1f} min")
+        how = (f"scaled x{plan['scale']:.2f} to the wall time of {plan['scaled_on']} finished runs" if plan['scaled_on']
+               else "training steps only: no finished run to scale on, so evaluation and start-up are left out")
+        print(f"sweep {args.preset}: {len(plan['runs'])} runs to start, {plan['done']} done; about {plan['hours']:.2f} hours of one run at a time "
+              f"on {plan['device'].upper()} (divide by the runs that share the machine; {how})")
+        return 0
+    slurm = {k: v for k, v in dict(partition=args.partition, time_min=args.time_min, cpus=args.cpus_per_run, gpus=args.gpus_per_run).items() if v is not None}
+    res = sweep(args.preset, runs, args.jobs, where, args.data, stale=args.stale, gpus=args.gpus, per_gpu=args.per_gpu,
+                backend=args.backend, slurm=slurm, wait=not args.no_wait)
     return 1 if res['failed'] else 0
+
+def bench_costs(preset:str, # a key of `STUDY_PRESETS`
+                path:str=None, # a `dphpe bench --json` file; None: measure here
+               )->dict:
+    "Step costs of `preset`'s model (a `bench_summary`): read from `path`, else measured here with 3 steps per method."
+    from dphpe.experiment import STUDY_PRESETS
+    t = STUDY_PRESETS[preset].train
+    if path:
+        c = json.loads(Path(path).read_text())
+        key = 'embedded' if t.input_size == STUDY_PRESETS['quick'].train.input_size else 'real finetune'
+        if 'nonprivate_ms_per_sample' in c: return c
+        if key not in c: raise ValueError(f"{path}: no step costs for the {key!r} model of preset {preset!r}; make the file with `dphpe bench --json`.")
+        return c[key]
+    print(f"measuring the step costs of {preset}'s model here (3 steps per method; --bench FILE reads `dphpe bench --json` instead)", file=sys.stderr)
+    from dphpe.methods import method_costs
+    return bench_summary(method_costs(t.backbone, t.input_size, bs=t.bs, repeats=3))
 
 def cmd_report(args):
     "`dphpe report`: tables and figures from run directories."
@@ -189,7 +233,7 @@ def cmd_calibrate(args):
     from dphpe.experiment import STUDY_PRESETS
     from dphpe.regime import regime_card, write_calibration, write_sgd_calibration
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/'calibration'/args.preset)
-    res = sweep(args.preset, runs, args.jobs, where_filter(args.where), blocks='calibration')
+    res = sweep(args.preset, runs, args.jobs, where_filter(args.where), blocks='calibration', stale=args.stale)
     blocks = STUDY_PRESETS[args.preset].calibration
     if any('nonprivate' in b.methods for b in blocks):  # the baselines that chose the preset: its card and checks
         files = write_calibration(regime_card(args.preset, runs), runs, out)
@@ -297,16 +341,31 @@ def parser()->argparse.ArgumentParser:
     st = sub.add_parser('study', help='the embedded study: data, the sweep of the preset\'s grid, the report')
     st.add_argument('--preset', default='quick', help='tiny, quick or full'); st.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
     st.add_argument('--runs', default='runs', help='runs go to RUNS/<preset>'); st.add_argument('--figures', default='figures', help='report goes to FIGURES/<preset>')
-    st.add_argument('--workers', type=int, default=None, help='data generation processes'); st.set_defaults(func=cmd_study)
+    st.add_argument('--workers', type=int, default=None, help='data generation processes')
+    st.add_argument('--stale', choices=('refuse', 'keep', 'rerun'), default='refuse', help='finished runs made by other code: refuse to go on (default), keep them, or rerun them')
+    st.set_defaults(func=cmd_study)
     r = sub.add_parser('run', help='one configuration: the experiment notebook executed by papermill')
     r.add_argument('-p', '--param', nargs=2, action='append', default=[], metavar=('NAME', 'VALUE'), help='a run parameter (see dphpe.experiment.RUN_PARAMETERS)')
     r.add_argument('--out', default=None, help='run directory (default RUNS/<preset>/<run name>)'); r.add_argument('--runs', default='runs', help='folder of the run directories (default runs)')
     r.add_argument('--log-output', dest='log_output', action='store_true', help="show the notebook's output here instead of in log.txt"); r.set_defaults(func=cmd_run)
-    sw = sub.add_parser('sweep', help="every missing run of a preset's grid, in parallel processes")
-    sw.add_argument('--preset', required=True, help='tiny, quick, full, ablation, paper-mpii or paper-humanart'); sw.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
+    sw = sub.add_parser('sweep', help="every missing run of a preset's grid, in parallel processes here or as a Slurm job array")
+    sw.add_argument('--preset', required=True, help='tiny, quick, full, ablation, paper-mpii or paper-humanart'); sw.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores, or GPU slots; on Slurm: the most running at once)')
     sw.add_argument('--runs', default=None, help='folder of the run directories (default runs/<preset>)')
     sw.add_argument('--where', nargs='*', default=[], metavar='NAME=V1,V2', help='only runs whose parameters match')
-    sw.add_argument('--data', default=None, help='dataset folder (real-data presets)'); sw.set_defaults(func=cmd_sweep)
+    sw.add_argument('--data', default=None, help='dataset folder (real-data presets)')
+    sw.add_argument('--stale', choices=('refuse', 'keep', 'rerun'), default='refuse', help='finished runs made by other code: refuse to go on (default), keep them, or rerun them')
+    sw.add_argument('--plan', action='store_true', help='list the runs that would start and their estimated cost; run nothing')
+    sw.add_argument('--bench', default=None, help='with --plan: step costs from this `dphpe bench --json` file (default: measured here)')
+    sw.add_argument('--status', action='store_true', help='where the runs stand: done, stale, queued or running on Slurm, to run')
+    sw.add_argument('--backend', choices=('local', 'slurm', 'submitit-local'), default='local', help="local processes (default), a Slurm job array, or the same through submitit's local executor")
+    sw.add_argument('--gpus', default=None, help="local runs on these CUDA devices: 'all' or ids such as 0,1")
+    sw.add_argument('--per-gpu', dest='per_gpu', type=int, default=1, help='local runs sharing one GPU (default 1)')
+    sw.add_argument('--partition', default=None, help="Slurm partition (default: the cluster's)")
+    sw.add_argument('--time-min', dest='time_min', type=int, default=None, help='Slurm time limit per run in minutes (default 1440)')
+    sw.add_argument('--cpus-per-run', dest='cpus_per_run', type=int, default=None, help='Slurm CPUs per run (default 2)')
+    sw.add_argument('--gpus-per-run', dest='gpus_per_run', type=int, default=None, help='Slurm GPUs per run (default 0)')
+    sw.add_argument('--no-wait', dest='no_wait', action='store_true', help='Slurm: return once the jobs are submitted (follow them with --status)')
+    sw.set_defaults(func=cmd_sweep)
     rp = sub.add_parser('report', help='tables and figures rebuilt from run directories')
     rp.add_argument('--preset', default='quick', help='sets the defaults of --runs and --out'); rp.add_argument('--runs', default=None, help='default runs/<preset>')
     rp.add_argument('--out', default=None, help='default figures/<preset>'); rp.set_defaults(func=cmd_report)
@@ -318,6 +377,7 @@ def parser()->argparse.ArgumentParser:
     cb.add_argument('--preset', default='quick', help='a study preset'); cb.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
     cb.add_argument('--where', nargs='*', default=[], help='only runs matching NAME=VALUE[,VALUE…], e.g. seed=0');
     cb.add_argument('--runs', default=None, help='default runs/<preset>'); cb.add_argument('--out', default=None, help='default figures/calibration/<preset>')
+    cb.add_argument('--stale', choices=('refuse', 'keep', 'rerun'), default='refuse', help='finished runs made by other code: refuse to go on (default), keep them, or rerun them')
     cb.set_defaults(func=cmd_calibrate)
     au = sub.add_parser('audit', help="empirical ε lower bounds: one training run per method and ε, with canaries in or out at random")
     au.add_argument('--preset', default='quick', help='a study preset'); au.add_argument('--method', default=None, help="only this method ('nonprivate' too)")

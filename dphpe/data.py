@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_data.ipynb #5d4ec12c
 from __future__ import annotations
-import io, json
+import hashlib, io, json, os
 from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,11 +15,12 @@ from fastcore.basics import patch
 from .joints import JointLayout, MPII, COCO, flip_joints
 
 # %% auto #0
-__all__ = ['MPII_LAYOUT', 'COCO_LAYOUT', 'HUMANART_LAYOUT', 'NO_MASK', 'Person', 'DatasetError', 'read_json', 'check_files',
-           'mpii_center_scale', 'mpii_person', 'gt_headboxes', 'load_mpii', 'clean_bbox', 'box_center_scale',
-           'read_coco', 'coco_person', 'find_path', 'coco_persons', 'load_coco', 'load_humanart', 'invert_affine',
-           'affine_transform', 'transform_points', 'warp', 'load_image', 'crop_person', 'to_image_coords',
-           'sample_augmentation', 'crop_matrix', 'lr_permutation', 'PoseDataset']
+__all__ = ['MPII_LAYOUT', 'COCO_LAYOUT', 'HUMANART_LAYOUT', 'NO_MASK', 'ANNOTATION_SUFFIXES', 'NOT_CONTENT', 'Person',
+           'DatasetError', 'read_json', 'check_files', 'mpii_center_scale', 'mpii_person', 'gt_headboxes', 'load_mpii',
+           'clean_bbox', 'box_center_scale', 'read_coco', 'coco_person', 'find_path', 'coco_persons', 'load_coco',
+           'load_humanart', 'invert_affine', 'affine_transform', 'transform_points', 'warp', 'load_image',
+           'crop_person', 'to_image_coords', 'sample_augmentation', 'crop_matrix', 'lr_permutation', 'PoseDataset',
+           'data_fingerprint']
 
 # %% ../nbs/02_data.ipynb #df018ff3
 def _frozen(a, dtype=np.float32):
@@ -424,3 +425,19 @@ def preload(self:PoseDataset,
     self.crops = crops
     return self
 
+
+# %% ../nbs/02_data.ipynb #e995e32a
+ANNOTATION_SUFFIXES = ('.json', '.mat', '.csv', '.txt')  # files `data_fingerprint` reads byte for byte
+NOT_CONTENT = ('manifest.json',)  # generation metadata (timings), not the dataset
+
+def data_fingerprint(root:Path, # a dataset folder (synthetic or real; symbolic links are followed)
+                    )->str:
+    "16-hex-digit SHA-256 of the dataset under `root`: annotation files byte for byte, every other file by path and size."
+    root, h = Path(root), hashlib.sha256()
+    if not root.is_dir(): raise FileNotFoundError(f"{root} is not a dataset folder; give the folder holding mpii/, coco/ and humanart/.")
+    files = sorted(Path(d, f) for d, _, fs in os.walk(root, followlinks=True) for f in fs
+                   if not f.startswith('.') and f not in NOT_CONTENT and not f.endswith(('.tmp', '.lock')))
+    for f in files:
+        content = hashlib.sha256(f.read_bytes()).hexdigest() if f.suffix in ANNOTATION_SUFFIXES else f.stat().st_size
+        h.update(f"{f.relative_to(root).as_posix()}\t{content}\n".encode())
+    return h.hexdigest()[:16]

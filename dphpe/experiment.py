@@ -4,13 +4,13 @@
 
 # %% ../nbs/10_experiment.ipynb #cfe49066
 from __future__ import annotations
-import json, os, platform, time
+import hashlib, importlib.util, json, os, platform, subprocess, time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 import numpy as np, torch
 from .synth import make_synth, SYNTH_PRESETS
-from .data import PoseDataset, load_mpii, load_humanart, read_coco, HUMANART_LAYOUT
+from .data import data_fingerprint, PoseDataset, load_mpii, load_humanart, read_coco, HUMANART_LAYOUT
 from .features import make_splits
 from .metrics import box_pck_groups, coco_keypoint_eval
 from .model import STRATEGIES, trainable_count
@@ -22,9 +22,11 @@ from .methods import METHODS, private_learner, OPTIMIZERS, BASES, MASK_PRIVATE, 
 # %% auto #0
 __all__ = ['ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID', 'PAPER_METHODS', 'REGIME_TRAIN', 'CALIBRATION', 'ABLATIONS',
            'AUTHORS_CODE', 'SGD_ETAS', 'STUDY_PRESETS', 'RUN_PARAMETERS', 'SWITCHES', 'DATASETS', 'NAMED',
-           'HORIZON_PERSONS', 'Block', 'StudyPreset', 'ablation_grid', 'default_lr', 'run_params', 'off_default',
-           'run_name', 'data_root', 'dataset_persons', 'run_data', 'run_scores', 'write_json_atomic', 'read_metrics',
-           'recorded_params', 'versions', 'train_run', 'final_predictions', 'best_predictions', 'run_experiment']
+           'RESULT_MODULES', 'CODE_FINGERPRINT', 'HORIZON_PERSONS', 'Block', 'StudyPreset', 'ablation_grid',
+           'default_lr', 'run_params', 'off_default', 'run_name', 'data_root', 'dataset_persons', 'run_data',
+           'run_scores', 'write_json_atomic', 'read_metrics', 'recorded_params', 'versions', 'source_fingerprint',
+           'code_fingerprint', 'git_commit', 'run_fingerprint', 'train_run', 'final_predictions', 'best_predictions',
+           'run_experiment']
 
 # %% ../nbs/10_experiment.ipynb #bce3cdf2
 @dataclass(frozen=True)
@@ -179,7 +181,8 @@ def run_name(p:dict, # from `run_params`
     "The run directory's name, e.g. 'mpii-dpsgd-finetune-C0.01-eps0.8-s0' or 'mpii-nonprivate-raw-finetune-s0', then '-name=value' for each parameter off its default."
     if p['method'] == 'nonprivate': base = f"{p['dataset']}-nonprivate-{p['features']}-{p['strategy']}-s{p['seed']}"
     else: base = f"{p['dataset']}-{p['method']}-{p['strategy']}-C{p['C']:g}-eps{p['epsilon']:g}-s{p['seed']}"
-    return '-'.join([base, *(f"{k}={_value(v)}" for k, v in off_default(p).items())])
+    data = [f"data={hashlib.sha1(str(Path(p['data']).resolve()).encode()).hexdigest()[:8]}"] if p['data'] else []
+    return '-'.join([base, *(f"{k}={_value(v)}" for k, v in off_default(p).items()), *data])
 
 # %% ../nbs/10_experiment.ipynb #c87af727
 def data_root(p:dict, # from `run_params`
@@ -243,6 +246,35 @@ def versions()->dict:
     "Versions of Python and of the packages that shape the results."
     import importlib.metadata as md
     return {'python': platform.python_version(), **{p: md.version(p) for p in ('dphpe', 'torch', 'timm', 'opacus', 'fastai', 'numpy')}}
+
+# %% ../nbs/10_experiment.ipynb #edfc220d
+RESULT_MODULES = ('joints', 'synth', 'data', 'features', 'metrics', 'model', 'train', 'pretrain', 'privacy', 'clipping', 'methods', 'experiment')
+
+def source_fingerprint()->str:
+    "16-hex-digit SHA-256 of the source files of `RESULT_MODULES` as they are now, without nbdev's `# %%` cell markers."
+    h = hashlib.sha256()
+    for m in RESULT_MODULES:
+        src = Path(importlib.util.find_spec(f'dphpe.{m}').origin).read_text()
+        h.update('\n'.join(l for l in src.splitlines() if not l.startswith('# %%')).encode())
+    return h.hexdigest()[:16]
+
+CODE_FINGERPRINT = source_fingerprint()  # read once, at import, when every module in `RESULT_MODULES` has just been imported
+
+def code_fingerprint()->str:
+    "The fingerprint of the code this process runs: `source_fingerprint` when `dphpe.experiment` was imported (files edited later do not change it)."
+    return CODE_FINGERPRINT
+
+def git_commit()->str|None:
+    "The commit of the checkout dphpe runs from ('+dirty' if its tracked files changed), or None outside a git checkout."
+    git = lambda *a: subprocess.run(['git', '-C', str(Path(importlib.util.find_spec('dphpe').origin).parent), *a], capture_output=True, text=True, timeout=10)
+    try: head, dirty = git('rev-parse', 'HEAD'), git('status', '--porcelain', '--untracked-files=no')
+    except (OSError, subprocess.SubprocessError): return None
+    return head.stdout.strip() + ('+dirty' if dirty.stdout.strip() else '') if head.returncode == 0 else None
+
+def run_fingerprint(root:Path, # the run's dataset folder
+                   )->dict:
+    "{'code', 'data', 'commit'}: what a run's result was made by."
+    return {'code': code_fingerprint(), 'data': data_fingerprint(root), 'commit': git_commit()}
 
 # %% ../nbs/10_experiment.ipynb #f9fc2619
 HORIZON_PERSONS = 300  # the fixed validation subset of `horizon` curves: the first persons of the validation split
@@ -319,7 +351,7 @@ def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
            'seconds': float(sum(learn.epoch_seconds)), 'wall_seconds': time.time() - t0, 'epoch_seconds': learn.epoch_seconds,
            'history': learn.recorder.values, 'history_names': list(learn.recorder.metric_names[1:-1]),
            'train_persons': len(splits.private), 'public_persons': len(splits.public), 'valid_persons': len(splits.valid),
-           'trainable': trainable_count(learn.model), 'selected_epoch': getattr(learn, 'selected_epoch', p['epochs']),
+           'fingerprint': run_fingerprint(root), 'trainable': trainable_count(learn.model), 'selected_epoch': getattr(learn, 'selected_epoch', p['epochs']),
            'horizon': json.loads((out/'horizon.json').read_text()) if p['horizon'] else None, 'versions': versions(), 'finished': datetime.now(timezone.utc).isoformat(timespec='seconds')}
     write_json_atomic(res, out/'metrics.json')
     return res

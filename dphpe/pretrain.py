@@ -4,18 +4,18 @@
 
 # %% ../nbs/07_pretrain.ipynb #126a5d84
 from __future__ import annotations
-import copy, hashlib, json, time
+import copy, hashlib, json, os, shutil, time
 from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 import numpy as np, torch
 from fastai.learner import Learner
 from .joints import COCO_TO_MPII, MPII
 from .synth import synth_cache, file_lock
-from .data import PoseDataset, load_mpii, load_coco
+from .data import PoseDataset, load_mpii, load_coco, data_fingerprint
 from .features import public_view
 from .metrics import pckh_markdown, PCKH_COLUMNS
 from .model import PoseModel, pose_model, set_strategy, trainable_count, STRATEGIES
-from .train import pose_dataloaders, pose_learner, preload_crops, fit_pose, predict, persons_pckh, TrainOnPublicView, save_atomic
+from .train import pose_dataloaders, pose_learner, preload_crops, fit_pose, predict, persons_pckh, TrainOnPublicView, save_atomic, read_checkpoint
 
 # %% auto #0
 __all__ = ['TRAIN_PRESETS', 'PRETRAIN_FIELDS', 'FEATURES', 'TABLE1_ROWS', 'TrainConfig', 'train_pose', 'transfer_to_mpii',
@@ -93,10 +93,10 @@ def pretrain_cache()->Path:
     "Folder that holds cached pretrained checkpoints (beside the synthetic data cache)."
     return synth_cache().parent/'pretrain'
 
-def _dataset_id(root:Path)->str:
-    "The dataset's manifest (synthetic sets) or its resolved path (real data)."
+def _legacy_tag(root:Path, cfg:TrainConfig)->str:
+    "The name's hash of artefacts cached before content fingerprints (settings and the manifest text, timings included)."
     m = Path(root)/'manifest.json'
-    return m.read_text() if m.exists() else str(Path(root).resolve())
+    return hashlib.sha1((cfg.key(*PRETRAIN_FIELDS) + (m.read_text() if m.exists() else str(Path(root).resolve()))).encode()).hexdigest()[:12]
 
 def coco_split(root:Path, # a COCO-style dataset root
                split:str, # 'train' or 'val'
@@ -110,9 +110,17 @@ def pretrained_path(root:Path, # dataset root holding coco/
                     cfg:TrainConfig, # settings
                     cache:Path=None, # folder of the artefacts (default `pretrain_cache()`)
                    )->Path:
-    "Where the pretrained checkpoint of `cfg` on `root` is cached (named by a hash of what shapes it)."
-    tag = hashlib.sha1((cfg.key(*PRETRAIN_FIELDS) + _dataset_id(root)).encode()).hexdigest()[:12]
-    return Path(cache or pretrain_cache())/f"coco-{cfg.backbone}-{cfg.input_size[0]}x{cfg.input_size[1]}-{tag}.pth"
+    "Where the pretrained checkpoint of `cfg` on `root` is cached: named by a hash of its settings and of the content of `root/coco`."
+    return _artefact(cfg, hashlib.sha1((cfg.key(*PRETRAIN_FIELDS) + data_fingerprint(Path(root)/'coco')).encode()).hexdigest()[:12], cache)
+
+def _artefact(cfg, tag, cache): return Path(cache or pretrain_cache())/f"coco-{cfg.backbone}-{cfg.input_size[0]}x{cfg.input_size[1]}-{tag}.pth"
+
+def _adopt_legacy(root:Path, cfg:TrainConfig, out:Path):
+    "Link an artefact cached under its pre-fingerprint name to `out`, so that a cache made by earlier versions is not rebuilt."
+    old = _artefact(cfg, _legacy_tag(root, cfg), out.parent)
+    if old.exists() and not out.exists():
+        try: os.link(old, out)
+        except OSError: shutil.copy2(old, out)
 
 def public_pretraining(root:Path, # dataset root holding coco/ (a `make_synth` folder or real data laid out alike)
                        cfg:TrainConfig, # settings; `pretrain_epochs` epochs
@@ -122,6 +130,7 @@ def public_pretraining(root:Path, # dataset root holding coco/ (a `make_synth` f
                       )->Path:
     "Path of the COCO-pretrained checkpoint for `cfg` on `root`, training it first if it is not cached."
     out = pretrained_path(root, cfg, cache)
+    if not force: _adopt_legacy(root, cfg, out)
     if out.exists() and not force: return out
     with file_lock(out.with_suffix('.lock')):  # parallel runs: one trains, the others wait for its artefact
         if out.exists() and not force: return out
@@ -141,7 +150,7 @@ def public_pretraining(root:Path, # dataset root holding coco/ (a `make_synth` f
 def load_public_model(path:Path, # from `public_pretraining`
                      )->PoseModel:
     "The pretrained COCO-17 model stored at `path`."
-    ck = torch.load(path, map_location='cpu', weights_only=False)
+    ck = read_checkpoint(path, "delete it: the next run (or `dphpe pretrain`) trains it again")
     c = ck['meta']['config']
     model = pose_model(c['backbone'], 17, tuple(c['input_size']), c['k'])
     model.load_state_dict(ck['model'])

@@ -23,7 +23,7 @@ __all__ = ['PRIVACY', 'FACTS', 'AUTHORS_KEYS', 'METHODS', 'METHOD_NAMES', 'DATAS
            'baseline_claims', 'mean_lookup', 'paper_lookup', 'claim_rows', 'orderings', 'claim_kind',
            'ordering_overview', 'claim_gaps', 'at_a_glance', 'summary_markdown', 'ablation_table', 'horizon_figure',
            'ablation_markdown', 'save_figure', 'write_ablations', 'source_groups', 'write_source', 'grid_coverage',
-           'preregistration', 'report_readme', 'write_report']
+           'preregistration', 'provenance', 'report_readme', 'write_report']
 
 # %% ../nbs/12_report.ipynb #58d39387
 import matplotlib.pyplot as plt
@@ -48,7 +48,7 @@ def complete_run(path:Path, # a run's metrics.json
 # %% ../nbs/12_report.ipynb #f11aeacd
 PRIVACY = ('sigma', 'sample_rate', 'steps_taken', 'epsilon_rdp', 'epsilon_prv') # privacy fields kept
 FACTS = ('name', 'seconds', 'synthetic', 'metric', 'data_root', 'run_dir', 'finished', 'param_keys', 'score_keys',
-         'switch', 'value', 'peak_Mean', 'horizon') # other fields kept
+         'switch', 'value', 'peak_Mean', 'horizon', 'code', 'commit') # other fields kept
 
 AUTHORS_KEYS = {k for k, _ in AUTHORS_CODE}
 
@@ -75,7 +75,8 @@ def run_row(m:dict, # parsed metrics.json
             'name': m.get('name', Path(run_dir).name), 'seconds': m.get('seconds', np.nan), 'synthetic': bool(m['synthetic']),
             'metric': m['metric'], 'data_root': m.get('data_root'), 'run_dir': str(run_dir), 'finished': m['finished'],
             'param_keys': ','.join(m['params']), 'score_keys': ','.join(m['scores']), **dict(zip(('switch', 'value'), switch_of(m.get('off_default')))),
-            'peak_Mean': peak_score(m), 'horizon': m.get('horizon')}
+            'peak_Mean': peak_score(m), 'horizon': m.get('horizon'),
+            **{k: (m.get('fingerprint') or {}).get(k) for k in ('code', 'commit')}}
 
 def listed(df:pd.DataFrame, # rows of `run_row`
            col:str, # 'param_keys' or 'score_keys'
@@ -733,6 +734,16 @@ def preregistration(df:pd.DataFrame)->str:
                     "(non-private and DP-SGD) and frozen before any other method ran on them."
                     for p in sorted(set(df.preset)) if p in STUDY_PRESETS and STUDY_PRESETS[p].preregistered)
 
+def provenance(df:pd.DataFrame, # rows of `collect_runs`
+              )->str:
+    "Which code made the runs: the runs per code fingerprint (with a commit that had it), and those recorded before fingerprints."
+    made, says = df.get('code', pd.Series([None] * len(df), index=df.index)), []
+    for c, n in made.dropna().value_counts().items():
+        commits = df.commit[made == c].dropna()
+        says.append(f"{n} by code {c} (commit {commits.iloc[0][:12] if len(commits) else 'unknown'})")
+    if n := int(made.isna().sum()): says.append(f"{n} recorded before runs kept a code fingerprint")
+    return f"Made by {len(says)} code version{'s' * (len(says) != 1)}: {'; '.join(says)}."
+
 # %% ../nbs/12_report.ipynb #5808a20f
 def report_readme(df:pd.DataFrame, # all runs reported
                   runs:Path, out:Path, # the command's arguments
@@ -741,7 +752,7 @@ def report_readme(df:pd.DataFrame, # all runs reported
     "Text of the report's README.md: data source, presets, number of runs, files, and the command that rebuilds it."
     files_ = '\n'.join(f'- `{Path(p).relative_to(out)}`' for p in paths)
     return (f"# Results report\n\n{data_label(df)}; {len(df)} complete runs "
-            f"({', '.join(f'{k}: {len(v)}' for k, v in source_groups(df).items())}). Coverage: {grid_coverage(df)}. {preregistration(df)}\n\n"
+            f"({', '.join(f'{k}: {len(v)}' for k, v in source_groups(df).items())}). Coverage: {grid_coverage(df)}. {provenance(df)} {preregistration(df)}\n\n"
             f"Rebuild: `dphpe report --runs {runs} --out {out}` (the runs themselves: "
             f"{', '.join(f'`dphpe sweep --preset {p}`' for p in sorted(set(df.preset)))}, or `dphpe study` for an embedded preset)\n\nFiles (tables as `.csv` numbers and `.md`; "
             f"captions give the paper table, the data source and the preset):\n\n{files_}\n")

@@ -4,23 +4,29 @@
 
 # %% ../nbs/11_sweep.ipynb #4730cc92
 from __future__ import annotations
-import os, signal, time
+import json, os, signal, time
 import multiprocessing as mp
-from collections import deque
+from collections import Counter, deque
 from itertools import product
 from pathlib import Path
 import nbformat, torch
+import numpy as np
 import papermill as pm
 from papermill.engines import Engine, papermill_engines
 from execnb.shell import CaptureShell
 from fastprogress.fastprogress import progress_bar
 import dphpe
-from .experiment import STUDY_PRESETS, RUN_PARAMETERS, run_params, run_name, read_metrics, recorded_params, data_root
+from .data import data_fingerprint
+from .train import read_checkpoint
+from .experiment import (STUDY_PRESETS, RUN_PARAMETERS, run_params, run_name, read_metrics, recorded_params, data_root,
+                              code_fingerprint, write_json_atomic)
 from .pretrain import public_pretraining
 
 # %% auto #0
-__all__ = ['grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes', 'launch_run', 'run_result',
-           'notebook_error', 'execute_run', 'plan_sweep', 'prepare', 'sweep']
+__all__ = ['STALE', 'BACKENDS', 'grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes', 'launch_run',
+           'record_status', 'run_result', 'notebook_error', 'execute_run', 'StaleRuns', 'plan_sweep', 'prepare',
+           'gpu_slots', 'sweep', 'slurm_executor', 'run_job', 'queued_runs', 'submit_runs', 'submitit_sweep',
+           'sweep_status', 'estimate_seconds', 'sweep_plan']
 
 # %% ../nbs/11_sweep.ipynb #eb1b4aff
 def grid(preset:str, # a key of `STUDY_PRESETS`
@@ -113,8 +119,9 @@ def _die_with_parent():
         ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError: pass  # not Linux: runs outlive a killed sweep and finish on their own
 
-def _run_process(params:dict, out:Path, threads:int, log:bool):
-    "The body of a run's process: log to `out/log.txt`, die with the sweep, execute the notebook with `InProcessEngine`."
+def _run_process(params:dict, out:Path, threads:int, log:bool, gpu:str=None):
+    "The body of a run's process: log to `out/log.txt`, die with the sweep, see only GPU `gpu`, execute the notebook with `InProcessEngine`."
+    if gpu is not None: os.environ['CUDA_VISIBLE_DEVICES'] = gpu  # before anything touches CUDA (the fork server never does)
     if log:
         fd = os.open(out/'log.txt', os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         for std in (1, 2): os.dup2(fd, std)
@@ -127,6 +134,7 @@ def launch_run(params:dict, # run parameters, from `grid`
                out:Path, # run directory
                threads:int=1, # torch threads of the run
                log:bool=True, # append the run's output to `out/log.txt` (else it goes where this process's does)
+               gpu:str=None, # the CUDA device the run sees (`CUDA_VISIBLE_DEVICES`), e.g. '1'; None: as this process
               )->mp.Process:
     "Start the experiment notebook for `params` in a process of its own (an earlier `metrics.json` in `out` is moved aside); return the process."
     out, name = Path(out).resolve(), run_name(run_params(**params))  # a bad configuration fails here, before any process starts
@@ -136,18 +144,30 @@ def launch_run(params:dict, # run parameters, from `grid`
         aside = out/f"metrics.replaced-{stamp.replace(' ', 'T').replace(':', '')}.json"
         (out/'metrics.json').replace(aside); note = f" (the earlier metrics.json is now {aside.name})"
     if log:
-        with open(out/'log.txt', 'a') as f: f.write(f"\n=== {stamp} run {name} {params}{note}\n")
+        with open(out/'log.txt', 'a') as f: f.write(f"\n=== {stamp} run {name}{'' if gpu is None else f' on GPU {gpu}'} {params}{note}\n")
     from dphpe.sweep import _run_process  # by reference from the package, also when this is called from a notebook
-    proc = run_processes().Process(target=_run_process, args=(params, out, threads, log), name=name)
+    proc = run_processes().Process(target=_run_process, args=(params, out, threads, log, gpu), name=name)
     proc.start()
     return proc
 
+def record_status(m:dict|None, # a finished record (from `read_metrics`), or None
+                  params:dict, # the run's parameters
+                  fingerprint:dict, # {'code', 'data'} of this checkout and of the run's data; a key left out is not checked
+                 )->str:
+    "'missing', 'other run' (other parameters), 'other data', 'other code' (or a record from before fingerprints) or 'current'."
+    if m is None: return 'missing'
+    if recorded_params(m['params']) != run_params(**params): return 'other run'
+    made = m.get('fingerprint') or {}
+    if fingerprint.get('data') and made.get('data', fingerprint['data']) != fingerprint['data']: return 'other data'
+    return 'current' if fingerprint.get('code') and made.get('code') == fingerprint['code'] else 'other code'
+
 def run_result(out:Path, # run directory
                params:dict, # run parameters (see `RUN_PARAMETERS`)
+               fingerprint:dict=None, # {'data': …} to check the record against (see `record_status`); None: parameters only
               )->dict|None:
-    "The finished record in `out` if it is the record of `params` (as `recorded_params` reads it), else None."
+    "The finished record in `out` if it is the record of `params` (as `recorded_params` reads it, on the data of `fingerprint`), else None."
     m = read_metrics(out)
-    return m if m is not None and recorded_params(m['params']) == run_params(**params) else None
+    return m if record_status(m, params, {**(fingerprint or {}), 'code': None}) in ('current', 'other code') else None
 
 def notebook_error(path:Path)->str|None:
     "'ename: evalue' of the failing cell of the executed notebook at `path`, or None."
@@ -158,66 +178,249 @@ def notebook_error(path:Path)->str|None:
 def execute_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
                 out:Path, # run directory
                 log:bool=True, # output to `out/log.txt` (else here)
+                threads:int=None, # torch threads of the run (default: every CPU this process may use)
                )->dict:
     "Run the experiment notebook for `params` into `out` in a process of its own and wait; return its metrics."
     out = Path(out).resolve()
-    proc = launch_run(params, out, os.cpu_count() or 1, log); proc.join()
+    proc = launch_run(params, out, threads or len(os.sched_getaffinity(0)), log); proc.join()
     if (m := run_result(out, params)) is None:
         why = notebook_error(out/'run.ipynb') or f"its process exited with code {proc.exitcode}"
         raise RuntimeError(f"run {proc.name} failed: {why} (see {out/'run.ipynb'}" + (f" and {out/'log.txt'})" if log else ")"))
     return m
 
 # %% ../nbs/11_sweep.ipynb #a0b3321c
+STALE = ('refuse', 'keep', 'rerun')  # what a sweep does with finished records made by other code
+
+class StaleRuns(ValueError):
+    "Finished runs made by other code than this checkout's: the message says how many and the two ways on."
+
 def plan_sweep(runs:list, # run parameters, from `grid`/`select`
                root:Path, # the preset's runs folder
+               stale:str='refuse', # records made by other code: 'refuse' (raise `StaleRuns`), 'keep' (done) or 'rerun'
               )->tuple:
-    "(done, todo): the runs with a finished `metrics.json` for the same parameters (as `recorded_params` reads them), and the others."
-    done = lambda p: run_result(Path(root)/run_name(p), p) is not None
-    return [p for p in runs if done(p)], [p for p in runs if not done(p)]
+    "(done, todo, why): the runs whose record is theirs (see `record_status`), the others, and {name: status} of every record not current."
+    if stale not in STALE: raise ValueError(f"stale must be one of {STALE}, got {stale!r}.")
+    code, data = code_fingerprint(), {}
+    def status(p):
+        m, key = read_metrics(Path(root)/run_name(p)), (p['preset'], p['data'])
+        if m is not None and key not in data: data[key] = data_fingerprint(data_root(p))  # only where a record is to be checked
+        return record_status(m, p, {'code': code, 'data': data.get(key)})
+    why = {run_name(p): s for p in runs if (s := status(p)) != 'current'}
+    if old := [n for n, s in why.items() if s == 'other code']:
+        if stale == 'refuse':
+            made = (read_metrics(Path(root)/old[0]).get('fingerprint') or {}).get('code')
+            raise StaleRuns(f"{len(old)} finished run(s) in {root} were made by other code than this checkout's (code {code}), e.g. {old[0]} "
+                            f"({'code ' + made if made else 'recorded before runs kept a code fingerprint'}). "
+                            "Keep their results with --stale keep, or run them again with --stale rerun.")
+    ok = lambda p: why.get(run_name(p), 'current') in (('current', 'other code') if stale == 'keep' else ('current',))
+    return [p for p in runs if ok(p)], [p for p in runs if not ok(p)], why
 
 def prepare(runs:list, # runs about to start
             progress:bool=True, # show progress bars
            ):
-    "Build the dataset and public pretrained model the `runs` share, once, before they start."
+    "Build the dataset and public pretrained model the `runs` share, once, before they start; an unreadable cached model is an error naming it."
     for p in {(p['preset'], p['data']): p for p in runs}.values():
         root = data_root(p, progress)
-        if any(q['strategy'] != 'scratch' for q in runs): public_pretraining(root, STUDY_PRESETS[p['preset']].train, progress=progress)
+        if any(q['strategy'] != 'scratch' for q in runs):
+            art = public_pretraining(root, STUDY_PRESETS[p['preset']].train, progress=progress)
+            read_checkpoint(art, "delete it: the sweep trains it again")
 
 # %% ../nbs/11_sweep.ipynb #273afb32
-def _schedule(todo, root, jobs, threads, retries, ok, failed):
-    "Run `todo` `jobs` at a time; yield once per finished configuration."
-    queue, running = deque((p, 0) for p in todo), {}
+def gpu_slots(gpus, # 'all', or CUDA device ids: '0,1' or ['0', '1']
+              per_gpu:int=1, # runs that share one GPU
+             )->list:
+    "The device of each run slot: every GPU `per_gpu` times, interleaved so that runs spread over the GPUs first."
+    if isinstance(gpus, str): gpus = [str(i) for i in range(torch.cuda.device_count())] if gpus == 'all' else [g.strip() for g in gpus.split(',') if g.strip()]
+    if not gpus: raise ValueError("--gpus all: no CUDA device is visible here; leave --gpus out to run on the CPU.")
+    if not (isinstance(per_gpu, int) and per_gpu >= 1): raise ValueError(f"per_gpu must be a positive integer, got {per_gpu!r}.")
+    return [str(g) for _ in range(per_gpu) for g in gpus]
+
+def _schedule(todo, root, slots, threads, retries, ok, failed):
+    "Run `todo`, one per free slot of `slots` (a GPU id each, or None); yield once per finished configuration."
+    queue, running, free = deque((p, 0) for p in todo), {}, list(slots)
     while queue or running:
-        while queue and len(running) < jobs:
-            p, attempt = queue.popleft()
-            running[launch_run(p, Path(root)/run_name(p), threads)] = (p, attempt)
+        while queue and free:
+            (p, attempt), gpu = queue.popleft(), free.pop(0)
+            running[launch_run(p, Path(root)/run_name(p), threads, gpu=gpu)] = (p, attempt, gpu)
         time.sleep(.2)
         for proc in [r for r in running if r.exitcode is not None]:
-            p, attempt = running.pop(proc); proc.close()
+            p, attempt, gpu = running.pop(proc); proc.close(); free.append(gpu)
             if run_result(Path(root)/run_name(p), p) is not None: ok.append(p); yield p  # this run's record, not an earlier one
             elif attempt < retries: queue.append((p, attempt + 1))  # resumes from its checkpoint
             else: failed.append(p); yield p
 
+BACKENDS = ('local', 'slurm', 'submitit-local')
+
+def _plan_line(preset, done, todo, why, root, how)->str:
+    "The sweep's first line: how many runs, done, to run (and why a finished record did not count as is), where."
+    kept = {run_name(p) for p in done}
+    notes = Counter(f"{s}, {'kept' if n in kept else 're-run'}" for n, s in why.items() if s != 'missing')
+    extra = f" [{'; '.join(f'{c} {k}' for k, c in notes.items())}]" if notes else ''
+    return f"sweep {preset}: {len(done) + len(todo)} runs, {len(done)} done, {len(todo)} to run ({how}) in {root}{extra}"
+
 def sweep(preset:str, # a key of `STUDY_PRESETS`
           runs:Path=None, # folder of the run directories (default runs/<preset>)
-          jobs:int=None, # runs at once (default: one per CPU core)
+          jobs:int=None, # runs at once (default: one per CPU core, or per GPU slot); on Slurm, the most running at once
           where:dict=None, # only the runs matching this filter (see `select`)
           data:str=None, # dataset folder (real-data presets)
           retries:int=1, # extra attempts of a failed run
           progress:bool=True, # progress bars
           blocks:str='grid', # the preset's 'grid', 'calibration' or 'all' (see `grid`)
+          stale:str='refuse', # finished records made by other code: 'refuse', 'keep' or 'rerun' (see `plan_sweep`)
+          gpus=None, # local runs on these CUDA devices ('all' or '0,1'); None: as this process
+          per_gpu:int=1, # runs sharing one GPU (with `gpus`)
+          backend:str='local', # 'local' (processes here), 'slurm' (a job array through submitit) or 'submitit-local' (the same, on submitit's local executor)
+          slurm:dict=None, # options of the Slurm jobs (see `slurm_executor`): partition, time_min, cpus, gpus
+          wait:bool=True, # on Slurm: wait for the jobs (else return once they are submitted; `sweep_status` follows them)
          )->dict:
     "Run every missing configuration of `preset`'s grid; return {'done', 'ran', 'failed'} lists of run names and the seconds taken."
+    if backend not in BACKENDS: raise ValueError(f"Unknown backend {backend!r}; choose one of {BACKENDS}.")
     t0, root = time.time(), Path(runs or Path('runs')/preset)
-    done, todo = plan_sweep(select(grid(preset, data, blocks), where), root)
-    jobs = max(1, min(jobs or os.cpu_count(), len(todo) or 1))
-    if progress: print(f"sweep {preset}: {len(done) + len(todo)} runs, {len(done)} done, {len(todo)} to run ({jobs} at a time) in {root}")
+    done, todo, why = plan_sweep(select(grid(preset, data, blocks), where), root, stale)
+    if backend != 'local': return submitit_sweep(preset, done, todo, why, root, backend, jobs, retries, progress, slurm, wait)
+    slots = (gpu_slots(gpus, per_gpu) if gpus else [None] * (jobs or os.cpu_count()))[:max(1, min(jobs or 10**6, len(todo) or 1))]
+    threads = max(1, len(os.sched_getaffinity(0)) // len(slots))
+    if progress: print(_plan_line(preset, done, todo, why, root, f"{len(slots)} at a time" + (f" on GPUs {','.join(sorted(set(slots)))}" if gpus else '')))
     if todo: prepare(todo, progress)
     ok, failed = [], []
-    steps = _schedule(todo, root, jobs, max(1, (os.cpu_count() or 1) // jobs), retries, ok, failed)
+    steps = _schedule(todo, root, slots, threads, retries, ok, failed)
     for _ in (progress_bar(steps, total=len(todo)) if progress and todo else steps): pass
+    return _summary(preset, root, done, ok, failed, t0, progress)
+
+def _summary(preset, root, done, ok, failed, t0, progress)->dict:
     res = {'done': [run_name(p) for p in done], 'ran': [run_name(p) for p in ok], 'failed': [run_name(p) for p in failed], 'seconds': time.time() - t0}
     if progress:
         print(f"sweep {preset}: {len(res['ran'])} ran, {len(res['done'])} were done, {len(res['failed'])} failed, in {res['seconds'] / 60:.1f} min")
         for n in res['failed']: print(f"  failed: {n} (see {root/n/'log.txt'})")
     return res
+
+# %% ../nbs/11_sweep.ipynb #d31a4b88
+def slurm_executor(root:Path, # the sweep's runs folder: submitit keeps its files in `root/.submitit`
+                   cluster:str='slurm', # 'slurm', or 'local' (submitit's local executor)
+                   jobs:int=None, # the most runs at once (Slurm's array throttle); None: no cap
+                   partition:str=None, # Slurm partition (None: the cluster's default)
+                   time_min:int=24 * 60, # time limit of each run's job, in minutes
+                   cpus:int=2, # CPUs per run
+                   gpus:int=0, # GPUs per run
+                  ):
+    "A submitit executor for the runs of a sweep."
+    import submitit
+    ex = submitit.AutoExecutor(folder=Path(root)/'.submitit'/'%j', cluster=cluster)
+    opts = dict(timeout_min=time_min, cpus_per_task=cpus, name=f"dphpe-{Path(root).name}")
+    if cluster == 'slurm': opts |= dict(gpus_per_node=gpus, slurm_array_parallelism=jobs or 10**6, **({'slurm_partition': partition} if partition else {}))
+    ex.update_parameters(**opts)
+    return ex
+
+def run_job(params:dict, # run parameters
+            out:str, # run directory
+           )->str:
+    "What a submitted job runs: the run's notebook, in a process of its own, with the job's CPUs; the run's name when its record is written."
+    return execute_run(params, Path(out), threads=int(os.environ.get('SLURM_CPUS_PER_TASK') or 0) or None)['name']
+
+def _ledger(root:Path)->Path: return Path(root)/'.submitit'/'jobs.json'
+
+def queued_runs(root:Path, # the sweep's runs folder
+               )->dict:
+    "{run name: Slurm state} of the runs of `root`'s ledger that Slurm lists as pending or running (`squeue`); {} without Slurm."
+    import subprocess
+    try: ledger = json.loads(_ledger(root).read_text())
+    except (OSError, ValueError): return {}
+    try: q = subprocess.run(['squeue', '--noheader', '--array', '--format=%i %T'], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError): return {}
+    states = dict(l.split() for l in q.stdout.splitlines() if len(l.split()) == 2)
+    return {n: states[j] for n, j in ledger.items() if j in states}
+
+def submit_runs(todo:list, # run parameters
+                root:Path, # the sweep's runs folder
+                executor, # from `slurm_executor`
+                cluster:str='slurm', # the executor's cluster
+                progress:bool=True, # show the preparation's progress (local executor only)
+               )->list:
+    "Submit `todo` as one job array after a job that prepares their data and pretrained model; return the array's jobs (ids kept in the ledger)."
+    prep = executor.submit(prepare, todo, False)
+    if cluster == 'slurm': executor.update_parameters(slurm_additional_parameters={'dependency': f'afterok:{prep.job_id}'})
+    else: prep.result()  # the local executor has no dependencies: wait here
+    jobs = executor.map_array(run_job, todo, [str((Path(root)/run_name(p)).resolve()) for p in todo])
+    if cluster == 'slurm': executor.update_parameters(slurm_additional_parameters={})
+    try: ledger = json.loads(_ledger(root).read_text())
+    except (OSError, ValueError): ledger = {}
+    write_json_atomic({**ledger, **{run_name(p): j.job_id for p, j in zip(todo, jobs)}}, _ledger(root))
+    return jobs
+
+def _wait(jobs:list, poll:float)->iter:
+    "Yield each of `jobs` once it is done."
+    left = list(jobs)
+    while left:
+        for j in [j for j in left if j.done()]: left.remove(j); yield j
+        if left: time.sleep(poll)
+
+def submitit_sweep(preset, done, todo, why, root, backend, jobs, retries, progress, slurm, wait, poll:float=5.):
+    "The rest of `sweep` on submitit: submit what is neither done nor queued, wait, submit the failures again (`retries` times)."
+    t0, cluster = time.time(), 'slurm' if backend == 'slurm' else 'local'
+    queued = queued_runs(root) if cluster == 'slurm' else {}
+    todo = [p for p in todo if run_name(p) not in queued]
+    if progress: print(_plan_line(preset, done, todo, why, root, f"on {backend}" + (f", {len(queued)} still queued" if queued else '')))
+    ex, ok, failed = slurm_executor(root, cluster, jobs, **(slurm or {})), [], []
+    for attempt in range(retries + 1):
+        if not todo: break
+        submitted = dict(zip(submit_runs(todo, root, ex, cluster, progress), todo))
+        if not wait:
+            if progress: print(f"sweep {preset}: {len(submitted)} runs submitted (job {next(iter(submitted)).job_id.split('_')[0]}); "
+                               f"follow them with `dphpe sweep --status`, submit again to resume")
+            return {'done': [run_name(p) for p in done], 'ran': [], 'failed': [], 'submitted': [run_name(p) for p in submitted.values()], 'seconds': time.time() - t0}
+        steps = _wait(list(submitted), poll)
+        for _ in (progress_bar(steps, total=len(submitted)) if progress else steps): pass
+        ok += [p for p in todo if run_result(Path(root)/run_name(p), p) is not None]
+        todo = [p for p in todo if p not in ok]  # resumed from their checkpoints on the next attempt
+    failed = todo
+    return _summary(preset, root, done, ok, failed, t0, progress)
+
+def sweep_status(preset:str, # a key of `STUDY_PRESETS`
+                 runs:Path=None, # folder of the run directories (default runs/<preset>)
+                 where:dict=None, # only the runs matching this filter (see `select`)
+                 data:str=None, # dataset folder (real-data presets)
+                 blocks:str='grid', # the preset's 'grid', 'calibration' or 'all'
+                )->dict:
+    "{state: run names} of the selected runs: 'done', a record not current ('other code', …), Slurm's 'PENDING'/'RUNNING', or 'to run'."
+    root = Path(runs or Path('runs')/preset)
+    sel = select(grid(preset, data, blocks), where)
+    _, _, why = plan_sweep(sel, root, 'keep')
+    queued, res = queued_runs(root), {}
+    for p in sel:
+        n = run_name(p); s = why.get(n, 'done')
+        res.setdefault(queued.get(n, 'to run') if s == 'missing' else s, []).append(n)
+    return res
+
+# %% ../nbs/11_sweep.ipynb #c40f4c71
+def estimate_seconds(p:dict, # run parameters (from `run_params`)
+                     costs:dict, # step costs of the run's model: `dphpe bench --json` (a `method_costs` summary)
+                     persons:int, # private persons the run trains on
+                    )->float:
+    "Seconds of training steps `p` should take at `costs`: epochs × persons × ms per sample of its method at its strategy."
+    base = costs['nonprivate_ms_per_sample']
+    ms = base[p['strategy']] * (1 if p['method'] == 'nonprivate' else costs[p['method']]['ms_per_sample'] / base['finetune'])
+    return p['epochs'] * persons * ms / 1e3
+
+def _persons(p:dict)->int:
+    "Private persons of the run: the preset's cap, else the count in its data."
+    from dphpe.experiment import run_data
+    return STUDY_PRESETS[p['preset']].private_limit or len(run_data(p, data_root(p)).private)
+
+def sweep_plan(preset:str, # a key of `STUDY_PRESETS`
+               costs:dict, # step costs of the preset's model (`dphpe bench --json`)
+               runs:Path=None, # folder of the run directories (default runs/<preset>)
+               where:dict=None, # only the runs matching this filter (see `select`)
+               data:str=None, # dataset folder (real-data presets)
+               blocks:str='grid', # the preset's 'grid', 'calibration' or 'all'
+               stale:str='refuse', # as the sweep would be told (see `plan_sweep`)
+              )->dict:
+    "The runs a sweep would start, each with its estimated seconds, the total in device-hours, and how the estimate was scaled."
+    root = Path(runs or Path('runs')/preset)
+    done, todo, _ = plan_sweep(select(grid(preset, data, blocks), where), root, stale)
+    persons = {}
+    est = lambda p: estimate_seconds(p, costs, persons.setdefault((p['preset'], p['data'], p['dataset']), _persons(p)))
+    seen = [(m['wall_seconds'], est(run_params(**m['params']))) for f in root.glob('*/metrics.json') if (m := read_metrics(f.parent)) and 'wall_seconds' in m]
+    scale = float(np.median([w / e for w, e in seen])) if seen else 1.
+    rows = {run_name(p): scale * est(p) for p in todo}
+    return {'runs': rows, 'done': len(done), 'hours': sum(rows.values()) / 3600, 'device': costs.get('device', 'cpu'), 'scale': scale,
+            'scaled_on': len(seen)}

@@ -22,8 +22,8 @@ from .model import PoseModel, simcc_targets, simcc_loss, decode
 # %% auto #0
 __all__ = ['POSE_BATCH', 'SCHEDULES', 'pose_batch', 'pose_images', 'pose_dataloaders', 'preload_crops', 'SimCCLoss',
            'image_coords', 'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict',
-           'ValidationCurve', 'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'save_atomic', 'Checkpoint',
-           'restore', 'fit_pose']
+           'ValidationCurve', 'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'save_atomic', 'CheckpointError',
+           'read_checkpoint', 'Checkpoint', 'restore', 'fit_pose']
 
 # %% ../nbs/06_train.ipynb #7e4b6288
 POSE_BATCH = ('image', 'joints', 'visible', 'index', 'mask')
@@ -203,6 +203,17 @@ def save_atomic(obj, path:Path):
     tmp = path.with_name(path.name + '.tmp')
     torch.save(obj, tmp); os.replace(tmp, path)
 
+class CheckpointError(ValueError):
+    "A checkpoint file that cannot be read: the message names the file and what to do."
+
+def read_checkpoint(path:Path, # a file `save_atomic` wrote
+                    fix:str='delete it and run again', # what to do about an unreadable file, quoted in the error
+                   )->dict:
+    "The checkpoint at `path`, on the CPU; a truncated or corrupted file is a one-line `CheckpointError` naming it and `fix`."
+    try: return torch.load(path, map_location='cpu', weights_only=False)
+    except FileNotFoundError: raise
+    except Exception as e: raise CheckpointError(f"{path} is not a readable checkpoint ({type(e).__name__}: {e}); {fix}.") from None
+
 class Checkpoint(Callback):
     "Save model, optimizer, next epoch, metric history, epoch times and smoothed loss to `fname` after every epoch; with `keep_best`, the best epoch's model too."
     order = 65  # after the Recorder has the epoch's metrics
@@ -236,7 +247,7 @@ def restore(learn:Learner, # the learner to load into
             meta:dict=None, # the resumed run's description; must equal the checkpoint's
            )->tuple:
     "Load model and optimizer state from `fname` into `learn`; return the checkpoint."
-    ck = torch.load(fname, map_location='cpu', weights_only=False)
+    ck = read_checkpoint(fname, 'delete it to start the run over (its privacy accounting restarts with it)')
     if ck['n_epoch'] != epochs or ck['meta'] != (meta or {}):
         raise ValueError(f"Checkpoint {fname} belongs to another run ({ck['n_epoch']} epochs, {ck['meta']}), not this one "
                          f"({epochs} epochs, {meta or {}}). Delete it, or pass resume=False to start over.")

@@ -85,5 +85,5 @@ def test_dphpe_run_failure_is_one_line(tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 2 and 'Traceback' not in r.stderr, r.stderr[-2000:]
     err = r.stderr.strip().splitlines()[-1]  # (lines above it: library warnings at import)
-    assert err.startswith('dphpe: error: run mpii-dpsgd-finetune-C0.01-eps0.8-s0 failed: UnpicklingError'), r.stderr
+    assert err.startswith('dphpe: error: run mpii-dpsgd-finetune-C0.01-eps0.8-s0 failed: CheckpointError'), r.stderr
     assert str(tmp_path/'bad'/'log.txt') in err and 'Traceback' in (tmp_path/'bad'/'log.txt').read_text()
