@@ -5,6 +5,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 PRESET ?= quick
+STALE  ?= refuse
 STAMP   = $(VENV)/.dphpe-installed
 
 .PHONY: setup study test test-slow test-slurm export docs-check clean-docs readme outputs
@@ -17,7 +18,7 @@ $(STAMP): settings.ini setup.py constraints.txt
 setup: $(STAMP)
 
 study: setup
-	$(BIN)/dphpe study --preset $(PRESET)
+	$(BIN)/dphpe study --preset $(PRESET) --stale $(STALE)
 
 test: setup
 	$(BIN)/nbdev_test --n_workers 2 --timing

@@ -49,7 +49,7 @@ def check_synth(root:Path, # a `make_synth` folder
         for s in ('train', 'valid'): load_mpii(root/'mpii', s)
         for s in ('train', 'val'): load_coco(root/'coco', s)
         for s in ('training', 'validation'): load_humanart(root/'humanart', s)
-    except FileNotFoundError as e: raise FileNotFoundError(f"{e.args[0]} The cached synthetic set at {root} is damaged: regenerate it with `dphpe data synth --preset {preset} --force`.") from None
+    except FileNotFoundError as e: raise FileNotFoundError(f"{e.args[0].rstrip()}; the cached synthetic set at {root} is damaged: regenerate it with `dphpe data synth --preset {preset} --force`.") from None
     return data_fingerprint(root)
 
 def cmd_data_synth(args):
