@@ -21,6 +21,7 @@ from .train import read_checkpoint
 from .experiment import (STUDY_PRESETS, RUN_PARAMETERS, run_params, run_name, read_metrics, recorded_params, data_root,
                               code_fingerprint, write_json_atomic)
 from .pretrain import public_pretraining
+from .methods import METHODS
 
 # %% auto #0
 __all__ = ['STALE', 'BACKENDS', 'grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes', 'launch_run',
@@ -396,9 +397,12 @@ def estimate_seconds(p:dict, # run parameters (from `run_params`)
                      costs:dict, # step costs of the run's model: `dphpe bench --json` (a `method_costs` summary)
                      persons:int, # private persons the run trains on
                     )->float:
-    "Seconds of training steps `p` should take at `costs`: epochs × persons × ms per sample of its method at its strategy."
+    "Seconds of training steps `p` should take at `costs`: epochs × persons × ms per sample of its method at its strategy (and refresh interval)."
     base = costs['nonprivate_ms_per_sample']
     ms = base[p['strategy']] * (1 if p['method'] == 'nonprivate' else costs[p['method']]['ms_per_sample'] / base['finetune'])
+    if p['method'] != 'nonprivate' and METHODS[p['method']]['project']:  # the bench refreshes every 50 steps; a refresh costs f of them
+        f = costs.get('projection_refresh_fraction', 0.)
+        ms *= (1 + f * 50 / p['refresh']) / (1 + f)
     return p['epochs'] * persons * ms / 1e3
 
 def _persons(p:dict)->int:
