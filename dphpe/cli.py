@@ -157,16 +157,16 @@ def bench_costs(preset:str, # a key of `STUDY_PRESETS`
                )->dict:
     "Step costs of `preset`'s model (a `bench_summary`): read from `path`, else measured here with 3 steps per method."
     from dphpe.experiment import STUDY_PRESETS
-    t = STUDY_PRESETS[preset].train
+    pre = STUDY_PRESETS[preset]
     if path:
         c = json.loads(Path(path).read_text())
-        key = 'embedded' if t.input_size == STUDY_PRESETS['quick'].train.input_size else 'real finetune'
-        if 'nonprivate_ms_per_sample' in c: return c
+        if 'nonprivate_ms_per_sample' in c: return c  # `dphpe bench --quick --json`: the embedded model only
+        key = 'real finetune' if pre.data == 'real' else 'embedded'  # the models `dphpe bench` times (see `cmd_bench`)
         if key not in c: raise ValueError(f"{path}: no step costs for the {key!r} model of preset {preset!r}; make the file with `dphpe bench --json`.")
         return c[key]
     print(f"measuring the step costs of {preset}'s model here (3 steps per method; --bench FILE reads `dphpe bench --json` instead)", file=sys.stderr)
     from dphpe.methods import method_costs
-    return bench_summary(method_costs(t.backbone, t.input_size, bs=t.bs, repeats=3))
+    return bench_summary(method_costs(pre.train.backbone, pre.train.input_size, bs=pre.train.bs, repeats=3))
 
 def cmd_report(args):
     "`dphpe report`: tables and figures from run directories."
@@ -342,7 +342,6 @@ def parser()->argparse.ArgumentParser:
     st.add_argument('--preset', default='quick', help='tiny, quick or full'); st.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
     st.add_argument('--runs', default='runs', help='runs go to RUNS/<preset>'); st.add_argument('--figures', default='figures', help='report goes to FIGURES/<preset>')
     st.add_argument('--workers', type=int, default=None, help='data generation processes')
-    st.add_argument('--stale', choices=('refuse', 'keep', 'rerun'), default='refuse', help='finished runs made by other code: refuse to go on (default), keep them, or rerun them')
     st.set_defaults(func=cmd_study)
     r = sub.add_parser('run', help='one configuration: the experiment notebook executed by papermill')
     r.add_argument('-p', '--param', nargs=2, action='append', default=[], metavar=('NAME', 'VALUE'), help='a run parameter (see dphpe.experiment.RUN_PARAMETERS)')
@@ -353,7 +352,6 @@ def parser()->argparse.ArgumentParser:
     sw.add_argument('--runs', default=None, help='folder of the run directories (default runs/<preset>)')
     sw.add_argument('--where', nargs='*', default=[], metavar='NAME=V1,V2', help='only runs whose parameters match')
     sw.add_argument('--data', default=None, help='dataset folder (real-data presets)')
-    sw.add_argument('--stale', choices=('refuse', 'keep', 'rerun'), default='refuse', help='finished runs made by other code: refuse to go on (default), keep them, or rerun them')
     sw.add_argument('--plan', action='store_true', help='list the runs that would start and their estimated cost; run nothing')
     sw.add_argument('--bench', default=None, help='with --plan: step costs from this `dphpe bench --json` file (default: measured here)')
     sw.add_argument('--status', action='store_true', help='where the runs stand: done, stale, queued or running on Slurm, to run')
@@ -377,8 +375,9 @@ def parser()->argparse.ArgumentParser:
     cb.add_argument('--preset', default='quick', help='a study preset'); cb.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
     cb.add_argument('--where', nargs='*', default=[], help='only runs matching NAME=VALUE[,VALUE…], e.g. seed=0');
     cb.add_argument('--runs', default=None, help='default runs/<preset>'); cb.add_argument('--out', default=None, help='default figures/calibration/<preset>')
-    cb.add_argument('--stale', choices=('refuse', 'keep', 'rerun'), default='refuse', help='finished runs made by other code: refuse to go on (default), keep them, or rerun them')
     cb.set_defaults(func=cmd_calibrate)
+    for c in (st, sw, cb): c.add_argument('--stale', choices=('refuse', 'keep', 'rerun'), default='refuse',  # `dphpe.sweep.STALE`
+                                          help='finished runs made by other code: refuse to go on (default), keep them, or rerun them')
     au = sub.add_parser('audit', help="empirical ε lower bounds: one training run per method and ε, with canaries in or out at random")
     au.add_argument('--preset', default='quick', help='a study preset'); au.add_argument('--method', default=None, help="only this method ('nonprivate' too)")
     au.add_argument('--epsilon', type=float, default=None, help='only private audits at this ε')

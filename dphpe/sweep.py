@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_sweep.ipynb #4730cc92
 from __future__ import annotations
-import json, os, signal, time
+import functools, json, os, signal, time
 import multiprocessing as mp
 from collections import Counter, deque
 from itertools import product
@@ -19,7 +19,7 @@ import dphpe
 from .data import data_fingerprint
 from .train import read_checkpoint
 from .experiment import (STUDY_PRESETS, RUN_PARAMETERS, run_params, run_name, read_metrics, recorded_params, data_root,
-                              code_fingerprint, write_json_atomic)
+                              code_fingerprint, write_json_atomic, run_data)
 from .pretrain import public_pretraining
 from .methods import METHODS
 
@@ -201,20 +201,23 @@ def plan_sweep(runs:list, # run parameters, from `grid`/`select`
               )->tuple:
     "(done, todo, why): the runs whose record is theirs (see `record_status`), the others, and {name: status} of every record not current."
     if stale not in STALE: raise ValueError(f"stale must be one of {STALE}, got {stale!r}.")
-    code, data = code_fingerprint(), {}
-    def status(p):
-        m, key = read_metrics(Path(root)/run_name(p)), (p['preset'], p['data'])
+    code, data, records = code_fingerprint(), {}, {}
+    def status(p, name):
+        m = records[name] = read_metrics(Path(root)/name)  # read once, also for the message below
+        key = (p['preset'], p['data'])
         if m is not None and key not in data: data[key] = data_fingerprint(data_root(p))  # only where a record is to be checked
         return record_status(m, p, {'code': code, 'data': data.get(key)})
-    why = {run_name(p): s for p in runs if (s := status(p)) != 'current'}
+    named = [(p, run_name(p)) for p in runs]
+    why = {n: s for p, n in named if (s := status(p, n)) != 'current'}
     if old := [n for n, s in why.items() if s == 'other code']:
         if stale == 'refuse':
-            made = (read_metrics(Path(root)/old[0]).get('fingerprint') or {}).get('code')
+            made = (records[old[0]].get('fingerprint') or {}).get('code')
             raise StaleRuns(f"{len(old)} finished run(s) in {root} were made by other code than this checkout's (code {code}), e.g. {old[0]} "
                             f"({'code ' + made if made else 'recorded before runs kept a code fingerprint'}). "
                             "Keep their results with --stale keep, or run them again with --stale rerun.")
-    ok = lambda p: why.get(run_name(p), 'current') in (('current', 'other code') if stale == 'keep' else ('current',))
-    return [p for p in runs if ok(p)], [p for p in runs if not ok(p)], why
+    counted = ('current', 'other code') if stale == 'keep' else ('current',)
+    done = [p for p, n in named if why.get(n, 'current') in counted]
+    return done, [p for p, n in named if why.get(n, 'current') not in counted], why
 
 def prepare(runs:list, # runs about to start
             progress:bool=True, # show progress bars
@@ -279,7 +282,8 @@ def sweep(preset:str, # a key of `STUDY_PRESETS`
     t0, root = time.time(), Path(runs or Path('runs')/preset)
     done, todo, why = plan_sweep(select(grid(preset, data, blocks), where), root, stale)
     if backend != 'local': return submitit_sweep(preset, done, todo, why, root, backend, jobs, retries, progress, slurm, wait)
-    slots = (gpu_slots(gpus, per_gpu) if gpus else [None] * (jobs or os.cpu_count()))[:max(1, min(jobs or 10**6, len(todo) or 1))]
+    slots = gpu_slots(gpus, per_gpu)[:jobs] if gpus else [None] * (jobs or os.cpu_count())
+    slots = slots[:max(1, len(todo))]  # no more slots than runs to start
     threads = max(1, len(os.sched_getaffinity(0)) // len(slots))
     if progress: print(_plan_line(preset, done, todo, why, root, f"{len(slots)} at a time" + (f" on GPUs {','.join(sorted(set(slots)))}" if gpus else '')))
     if todo: prepare(todo, progress)
@@ -335,7 +339,6 @@ def submit_runs(todo:list, # run parameters
                 root:Path, # the sweep's runs folder
                 executor, # from `slurm_executor`
                 cluster:str='slurm', # the executor's cluster
-                progress:bool=True, # show the preparation's progress (local executor only)
                )->list:
     "Submit `todo` as one job array after a job that prepares their data and pretrained model; return the array's jobs (ids kept in the ledger)."
     prep = executor.submit(prepare, todo, False)
@@ -361,10 +364,10 @@ def submitit_sweep(preset, done, todo, why, root, backend, jobs, retries, progre
     queued = queued_runs(root) if cluster == 'slurm' else {}
     todo = [p for p in todo if run_name(p) not in queued]
     if progress: print(_plan_line(preset, done, todo, why, root, f"on {backend}" + (f", {len(queued)} still queued" if queued else '')))
-    ex, ok, failed = slurm_executor(root, cluster, jobs, **(slurm or {})), [], []
+    ex, ok = slurm_executor(root, cluster, jobs, **(slurm or {})), []
     for attempt in range(retries + 1):
         if not todo: break
-        submitted = dict(zip(submit_runs(todo, root, ex, cluster, progress), todo))
+        submitted = dict(zip(submit_runs(todo, root, ex, cluster), todo))
         if not wait:
             if progress: print(f"sweep {preset}: {len(submitted)} runs submitted (job {next(iter(submitted)).job_id.split('_')[0]}); "
                                f"follow them with `dphpe sweep --status`, submit again to resume")
@@ -373,8 +376,7 @@ def submitit_sweep(preset, done, todo, why, root, backend, jobs, retries, progre
         for _ in (progress_bar(steps, total=len(submitted)) if progress else steps): pass
         ok += [p for p in todo if run_result(Path(root)/run_name(p), p) is not None]
         todo = [p for p in todo if p not in ok]  # resumed from their checkpoints on the next attempt
-    failed = todo
-    return _summary(preset, root, done, ok, failed, t0, progress)
+    return _summary(preset, root, done, ok, todo, t0, progress)  # what is left failed every attempt
 
 def sweep_status(preset:str, # a key of `STUDY_PRESETS`
                  runs:Path=None, # folder of the run directories (default runs/<preset>)
@@ -405,10 +407,11 @@ def estimate_seconds(p:dict, # run parameters (from `run_params`)
         ms *= (1 + f * 50 / p['refresh']) / (1 + f)
     return p['epochs'] * persons * ms / 1e3
 
-def _persons(p:dict)->int:
-    "Private persons of the run: the preset's cap, else the count in its data."
-    from dphpe.experiment import run_data
-    return STUDY_PRESETS[p['preset']].private_limit or len(run_data(p, data_root(p)).private)
+@functools.cache
+def _persons(preset:str, data:str|None, dataset:str)->int:
+    "Private persons of a run of `preset` on `dataset`: the preset's cap, else the count in its data (loaded once)."
+    p = run_params(preset=preset, data=data, dataset=dataset, method='nonprivate')
+    return STUDY_PRESETS[preset].private_limit or len(run_data(p, data_root(p)).private)
 
 def sweep_plan(preset:str, # a key of `STUDY_PRESETS`
                costs:dict, # step costs of the preset's model (`dphpe bench --json`)
@@ -421,9 +424,9 @@ def sweep_plan(preset:str, # a key of `STUDY_PRESETS`
     "The runs a sweep would start, each with its estimated seconds, the total in device-hours, and how the estimate was scaled."
     root = Path(runs or Path('runs')/preset)
     done, todo, _ = plan_sweep(select(grid(preset, data, blocks), where), root, stale)
-    persons = {}
-    est = lambda p: estimate_seconds(p, costs, persons.setdefault((p['preset'], p['data'], p['dataset']), _persons(p)))
-    seen = [(m['wall_seconds'], est(run_params(**m['params']))) for f in root.glob('*/metrics.json') if (m := read_metrics(f.parent)) and 'wall_seconds' in m]
+    est = lambda p: estimate_seconds(p, costs, _persons(p['preset'], p['data'], p['dataset']))
+    seen = [(m['wall_seconds'], est(q)) for f in root.glob('*/metrics.json')
+            if (m := read_metrics(f.parent)) and 'wall_seconds' in m and (q := recorded_params(m['params']))]  # records that still check
     scale = float(np.median([w / e for w, e in seen])) if seen else 1.
     rows = {run_name(p): scale * est(p) for p in todo}
     return {'runs': rows, 'done': len(done), 'hours': sum(rows.values()) / 3600, 'device': costs.get('device', 'cpu'), 'scale': scale,
