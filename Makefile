@@ -8,7 +8,7 @@ PRESET ?= quick
 STALE  ?= refuse
 STAMP   = $(VENV)/.dphpe-installed
 
-.PHONY: setup study test test-slow test-slurm export docs-check clean-docs readme outputs
+.PHONY: setup study lint test test-slow test-slurm export docs-check clean-docs readme outputs
 
 $(STAMP): settings.ini setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,11 @@ setup: $(STAMP)
 study: setup
 	$(BIN)/dphpe study --preset $(PRESET) --stale $(STALE)
 
-test: setup
+# pyflakes over the package (the notebooks' exported code) and the tests: unused or undefined names fail the test run.
+lint: setup
+	$(BIN)/python -m pyflakes dphpe tests
+
+test: setup lint
 	$(BIN)/nbdev_test --n_workers 2 --timing
 	$(BIN)/python -m pytest -q tests
 

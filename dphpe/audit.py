@@ -74,7 +74,8 @@ def audit_guesses(scores:np.ndarray, # (m,) a score per canary, larger = looks i
     "(m,) guesses: +1 for the `k_pos` highest scores, −1 for the `k_neg` lowest, 0 (abstain) elsewhere."
     if k_pos < 0 or k_neg < 0 or k_pos + k_neg > len(scores): raise ValueError(f"Need k_pos, k_neg ≥ 0 and k_pos + k_neg ≤ m = {len(scores)}.")
     order, g = np.argsort(scores, kind='stable'), np.zeros(len(scores), int)
-    g[order[len(scores) - k_pos:]] = 1; g[order[:k_neg]] = -1
+    g[order[len(scores) - k_pos:]] = 1
+    g[order[:k_neg]] = -1
     return g
 
 def tpr_at_fpr(included:np.ndarray, scores:np.ndarray, fpr:float)->float:
@@ -316,7 +317,8 @@ def write_audit(audits:Path, # folder of audit directories
                 out:Path, # the report folder
                )->list:
     "Write `audit.csv` and `audit.md` into `out`; return both paths."
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     caption = ("Privacy audit (synthetic data): ε lower bounds at 95 % confidence, one training run per method and ε (Steinke, Nasr & Jagielski 2023); "
                "claimed_epsilon: what the method's guarantee gives against that canary (empty: not covered)")
     return write_table(audit_table(audits), caption, 'audit', out, markdown=audit_markdown)

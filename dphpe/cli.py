@@ -34,7 +34,9 @@ def synth_data(args)->Path:
     t0 = time.time()
     root = make_synth(args.preset, root=args.root, seed=args.seed, workers=args.workers, force=args.force, progress=not args.json)
     summary = {**synth_summary(root), 'fingerprint': check_synth(root, args.preset)}
-    if args.json: print(json.dumps({'root': str(root), **summary}, indent=1)); return root
+    if args.json:
+        print(json.dumps({'root': str(root), **summary}, indent=1))
+        return root
     print(f"synthetic data (preset {args.preset!r}, seed {args.seed}) in {root}  [{time.time()-t0:.1f} s]")
     for name, n in summary['counts'].items(): print(f"  {name:<22}{n:>7,}")
     print(f"  every image and label map present; content fingerprint {summary['fingerprint']}")
@@ -54,7 +56,8 @@ def check_synth(root:Path, # a `make_synth` folder
 
 def cmd_data_synth(args):
     "`dphpe data synth`: generate the synthetic datasets of `args.preset`."
-    synth_data(args); return 0
+    synth_data(args)
+    return 0
 
 # %% ../nbs/90_cli.ipynb #3e6548a0
 def cmd_pckh(args):
@@ -65,7 +68,9 @@ def cmd_pckh(args):
     if bad := int((~np.isfinite(preds)).any(-1).sum()):
         print(f"dphpe: warning: {bad} predicted joints of {args.pred} are NaN or infinite; they are scored as misses.", file=sys.stderr)
     res = evaluate_pckh(preds, args.gt, thr=args.thr, pred_name=str(args.pred))
-    if args.json: print(json.dumps({k: round(float(v), 4) for k,v in res.items()})); return 0
+    if args.json:
+        print(json.dumps({k: round(float(v), 4) for k,v in res.items()}))
+        return 0
     print(' | '.join(f"{k} {float(v):.2f}" for k,v in res.items()))
     return 0
 
@@ -253,7 +258,8 @@ def write_regime(runs:Path, # run directories of a report
     embedded = sorted(p for p in set(collect_runs(runs).preset) if p in STUDY_PRESETS and STUDY_PRESETS[p].data != 'real')
     if len(embedded) != 1: return []  # real data, or several presets mixed: no single card describes the report
     card = regime_card(embedded[0], runs)
-    (out/'regime.json').write_text(card_json(card)); (out/'regime.md').write_text(regime_markdown(card))
+    (out/'regime.json').write_text(card_json(card))
+    (out/'regime.md').write_text(regime_markdown(card))
     return [out/'regime.json', out/'regime.md']
 
 # %% ../nbs/90_cli.ipynb #ade112ca
@@ -281,7 +287,9 @@ def cmd_noise(args):
     if not (0 < args.epochs and math.isfinite(args.epochs)): raise ValueError(f"--epochs must be a positive finite number, got {args.epochs}.")
     plan = PrivacyPlan.calibrate(args.epsilon, args.delta, args.sample_rate, max(1, round(args.epochs / args.sample_rate)), args.accountant)
     rec = plan.record()
-    if args.json: print(json.dumps(rec)); return 0
+    if args.json:
+        print(json.dumps(rec))
+        return 0
     print(f"sigma {rec['sigma']:.4f} (accountant {rec['accountant']}) for epsilon {rec['epsilon']} at delta {rec['delta']}, "
           f"q {rec['sample_rate']}, {rec['steps']} steps; achieves epsilon {rec['epsilon_rdp']:.4f} (RDP), {rec['epsilon_prv']:.4f} (PRV)")
     return 0
@@ -305,7 +313,8 @@ def cmd_bench(args):
         configs |= {f'real {s}': dict(backbone='tinyvit_5m', input_size=(256, 192), bs=args.bs or 32, strategy=s) for s in ('finetune', 'finetune_full')}
     res = {name: method_costs(**cfg, repeats=args.repeats) for name, cfg in configs.items()}
     if args.json:
-        print(json.dumps(bench_summary(res['embedded']) if args.quick else {n: bench_summary(r) for n, r in res.items()})); return 0
+        print(json.dumps(bench_summary(res['embedded']) if args.quick else {n: bench_summary(r) for n, r in res.items()}))
+        return 0
     for name, r in res.items():
         c = configs[name]
         print(f"{name} model ({c['backbone']}, {c['input_size'][0]}x{c['input_size'][1]}, batch {c['bs']}, {c.get('strategy', 'finetune')}, on {r['nonprivate']['device']}, "
@@ -330,25 +339,34 @@ def parser()->argparse.ArgumentParser:
     data = sub.add_parser('data', help='make or inspect datasets').add_subparsers(dest='data_command', required=True)
     s = data.add_parser('synth', help='generate the embedded procedural (synthetic) datasets')
     s.add_argument('--preset', default='quick', help='size preset: tiny, quick or full')
-    s.add_argument('--seed', type=int, default=0, help='seed of the generator'); s.add_argument('--root', default=None, help='output folder (default: the cache)')
-    s.add_argument('--workers', type=int, default=None, help='generator processes (default: CPU cores)'); s.add_argument('--force', action='store_true', help='regenerate even if cached')
-    s.add_argument('--json', action='store_true', help='print the counts and location as JSON'); s.set_defaults(func=cmd_data_synth)
+    s.add_argument('--seed', type=int, default=0, help='seed of the generator')
+    s.add_argument('--root', default=None, help='output folder (default: the cache)')
+    s.add_argument('--workers', type=int, default=None, help='generator processes (default: CPU cores)')
+    s.add_argument('--force', action='store_true', help='regenerate even if cached')
+    s.add_argument('--json', action='store_true', help='print the counts and location as JSON')
+    s.set_defaults(func=cmd_data_synth)
     k = sub.add_parser('pckh', help='MPII PCKh of predictions against an official-format ground truth')
     k.add_argument('pred', help='.mat with `preds` (N×16×2, 1-based) or .npy of the same array')
     k.add_argument('--gt', required=True, help="ground truth .mat (HRNet's gt_valid.mat layout)")
     k.add_argument('--thr', type=float, default=0.5, help='PCKh threshold, a fraction of the head size in (0, 1] (default 0.5)')
-    k.add_argument('--json', action='store_true', help='print the groups as JSON'); k.set_defaults(func=cmd_pckh)
+    k.add_argument('--json', action='store_true', help='print the groups as JSON')
+    k.set_defaults(func=cmd_pckh)
     st = sub.add_parser('study', help='the embedded study: data, the sweep of the preset\'s grid, the report')
-    st.add_argument('--preset', default='quick', help='tiny, quick or full'); st.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
-    st.add_argument('--runs', default='runs', help='runs go to RUNS/<preset>'); st.add_argument('--figures', default='figures', help='report goes to FIGURES/<preset>')
+    st.add_argument('--preset', default='quick', help='tiny, quick or full')
+    st.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
+    st.add_argument('--runs', default='runs', help='runs go to RUNS/<preset>')
+    st.add_argument('--figures', default='figures', help='report goes to FIGURES/<preset>')
     st.add_argument('--workers', type=int, default=None, help='data generation processes')
     st.set_defaults(func=cmd_study)
     r = sub.add_parser('run', help='one configuration: the experiment notebook executed by papermill')
     r.add_argument('-p', '--param', nargs=2, action='append', default=[], metavar=('NAME', 'VALUE'), help='a run parameter (see dphpe.experiment.RUN_PARAMETERS)')
-    r.add_argument('--out', default=None, help='run directory (default RUNS/<preset>/<run name>)'); r.add_argument('--runs', default='runs', help='folder of the run directories (default runs)')
-    r.add_argument('--log-output', dest='log_output', action='store_true', help="show the notebook's output here instead of in log.txt"); r.set_defaults(func=cmd_run)
+    r.add_argument('--out', default=None, help='run directory (default RUNS/<preset>/<run name>)')
+    r.add_argument('--runs', default='runs', help='folder of the run directories (default runs)')
+    r.add_argument('--log-output', dest='log_output', action='store_true', help="show the notebook's output here instead of in log.txt")
+    r.set_defaults(func=cmd_run)
     sw = sub.add_parser('sweep', help="every missing run of a preset's grid, in parallel processes here or as a Slurm job array")
-    sw.add_argument('--preset', required=True, help='tiny, quick, full, ablation, paper-mpii or paper-humanart'); sw.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores, or GPU slots; on Slurm: the most running at once)')
+    sw.add_argument('--preset', required=True, help='tiny, quick, full, ablation, paper-mpii or paper-humanart')
+    sw.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores, or GPU slots; on Slurm: the most running at once)')
     sw.add_argument('--runs', default=None, help='folder of the run directories (default runs/<preset>)')
     sw.add_argument('--where', nargs='*', default=[], metavar='NAME=V1,V2', help='only runs whose parameters match')
     sw.add_argument('--data', default=None, help='dataset folder (real-data presets)')
@@ -365,26 +383,36 @@ def parser()->argparse.ArgumentParser:
     sw.add_argument('--no-wait', dest='no_wait', action='store_true', help='Slurm: return once the jobs are submitted (follow them with --status)')
     sw.set_defaults(func=cmd_sweep)
     rp = sub.add_parser('report', help='tables and figures rebuilt from run directories')
-    rp.add_argument('--preset', default='quick', help='sets the defaults of --runs and --out'); rp.add_argument('--runs', default=None, help='default runs/<preset>')
-    rp.add_argument('--out', default=None, help='default figures/<preset>'); rp.set_defaults(func=cmd_report)
+    rp.add_argument('--preset', default='quick', help='sets the defaults of --runs and --out')
+    rp.add_argument('--runs', default=None, help='default runs/<preset>')
+    rp.add_argument('--out', default=None, help='default figures/<preset>')
+    rp.set_defaults(func=cmd_report)
     rg = sub.add_parser('regime', help="where the preset's private runs sit, beside the paper's (the regime card)")
-    rg.add_argument('--preset', default='quick', help='a study preset'); rg.add_argument('--runs', default=None, help='its run directories (default runs/<preset>)')
-    rg.add_argument('--json', action='store_true', help='print the card as JSON'); rg.add_argument('--no-measure', dest='no_measure', action='store_true', help='skip the start-of-training measurement')
+    rg.add_argument('--preset', default='quick', help='a study preset')
+    rg.add_argument('--runs', default=None, help='its run directories (default runs/<preset>)')
+    rg.add_argument('--json', action='store_true', help='print the card as JSON')
+    rg.add_argument('--no-measure', dest='no_measure', action='store_true', help='skip the start-of-training measurement')
     rg.set_defaults(func=cmd_regime)
     cb = sub.add_parser('calibrate', help="the preset's calibration runs (non-private and DP-SGD only), its card and checks")
-    cb.add_argument('--preset', default='quick', help='a study preset'); cb.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
-    cb.add_argument('--where', nargs='*', default=[], help='only runs matching NAME=VALUE[,VALUE…], e.g. seed=0');
-    cb.add_argument('--runs', default=None, help='default runs/<preset>'); cb.add_argument('--out', default=None, help='default figures/calibration/<preset>')
+    cb.add_argument('--preset', default='quick', help='a study preset')
+    cb.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores)')
+    cb.add_argument('--where', nargs='*', default=[], help='only runs matching NAME=VALUE[,VALUE…], e.g. seed=0')
+    cb.add_argument('--runs', default=None, help='default runs/<preset>')
+    cb.add_argument('--out', default=None, help='default figures/calibration/<preset>')
     cb.set_defaults(func=cmd_calibrate)
     for c in (st, sw, cb): c.add_argument('--stale', choices=('refuse', 'keep', 'rerun'), default='refuse',  # `dphpe.sweep.STALE`
                                           help='finished runs made by other code: refuse to go on (default), keep them, or rerun them')
     au = sub.add_parser('audit', help="empirical ε lower bounds: one training run per method and ε, with canaries in or out at random")
-    au.add_argument('--preset', default='quick', help='a study preset'); au.add_argument('--method', default=None, help="only this method ('nonprivate' too)")
+    au.add_argument('--preset', default='quick', help='a study preset')
+    au.add_argument('--method', default=None, help="only this method ('nonprivate' too)")
     au.add_argument('--epsilon', type=float, default=None, help='only private audits at this ε')
     au.add_argument('--canaries', type=int, default=1000, help='person canaries of each kind (mislabelled, twin)')
-    au.add_argument('--gradient', type=int, default=1000, help='gradient canaries'); au.add_argument('--seed', type=int, default=0, help='seed of the runs and canaries')
-    au.add_argument('--runs', default=None, help='audit directories (default runs/<preset>-audit)'); au.add_argument('--out', default=None, help='default figures/<preset>')
-    au.add_argument('--json', action='store_true', help='print the table as JSON'); au.add_argument('--quiet', action='store_true', help='no progress bars')
+    au.add_argument('--gradient', type=int, default=1000, help='gradient canaries')
+    au.add_argument('--seed', type=int, default=0, help='seed of the runs and canaries')
+    au.add_argument('--runs', default=None, help='audit directories (default runs/<preset>-audit)')
+    au.add_argument('--out', default=None, help='default figures/<preset>')
+    au.add_argument('--json', action='store_true', help='print the table as JSON')
+    au.add_argument('--quiet', action='store_true', help='no progress bars')
     au.set_defaults(func=cmd_audit)
     nz = sub.add_parser('noise', help='noise multiplier for a target (epsilon, delta)')
     nz.add_argument('--epsilon', type=float, required=True, help='target ε (0 < ε ≤ 50; the paper: 0.2 to 0.8)')
@@ -392,12 +420,15 @@ def parser()->argparse.ArgumentParser:
     nz.add_argument('--sample-rate', dest='sample_rate', type=float, required=True, help='Poisson rate q = B / |S_priv|')
     nz.add_argument('--epochs', type=float, required=True, help='passes over S_priv (1/q Poisson steps each)')
     nz.add_argument('--accountant', choices=('rdp', 'prv'), default='rdp', help='accountant calibrating σ (default rdp)')
-    nz.add_argument('--json', action='store_true', help='print the plan as JSON'); nz.set_defaults(func=cmd_noise)
+    nz.add_argument('--json', action='store_true', help='print the plan as JSON')
+    nz.set_defaults(func=cmd_noise)
     nz._negative_number_matcher = NEGATIVE_NUMBER  # so that `--delta -1e-5` reaches the check, not argparse's option lookup
     b = sub.add_parser('bench', help='cost of each private method relative to the non-private step')
-    b.add_argument('--quick', action='store_true', help='embedded model only'); b.add_argument('--json', action='store_true', help='print the costs as JSON')
+    b.add_argument('--quick', action='store_true', help='embedded model only')
+    b.add_argument('--json', action='store_true', help='print the costs as JSON')
     b.add_argument('--bs', type=int, default=None, help="batch size (default: the preset's)")
-    b.add_argument('--repeats', type=int, default=10, help='timed steps per method (the median is reported)'); b.set_defaults(func=cmd_bench)
+    b.add_argument('--repeats', type=int, default=10, help='timed steps per method (the median is reported)')
+    b.set_defaults(func=cmd_bench)
     for name, func, hlp in (('pretrain', cmd_pretrain, 'public (COCO) pretraining, cached'),
                             ('baselines', cmd_baselines, 'the six non-private baselines of paper Table 1')):
         c = sub.add_parser(name, help=hlp)
@@ -405,7 +436,8 @@ def parser()->argparse.ArgumentParser:
         c.add_argument('--data', default=None, help='folder holding coco/ and mpii/ (default: the preset\'s synthetic data)')
         c.add_argument('--epochs', type=int, default=None, help='private-set epochs (default: the preset\'s)')
         c.add_argument('--pretrain-epochs', dest='pretrain_epochs', type=int, default=None, help='public-set epochs')
-        c.add_argument('--seed', type=int, default=None, help="seed (default: the preset's)"); c.add_argument('--workers', type=int, default=None, help='DataLoader worker processes')
+        c.add_argument('--seed', type=int, default=None, help="seed (default: the preset's)")
+        c.add_argument('--workers', type=int, default=None, help='DataLoader worker processes')
         if name == 'pretrain':
             c.add_argument('--cache', default=None, help='artefact folder (default: ~/.cache/dphpe/pretrain or $DPHPE_CACHE)')
             c.add_argument('--force', action='store_true', help='retrain even if cached')

@@ -112,9 +112,12 @@ def captured(model:nn.Module):
         if isinstance(m, TinyVitAttention):
             def biases(device, attn=m):
                 ab = attn.attention_biases[:, attn.attention_bias_idxs]
-                ab = ab.expand(attn.rows, *ab.shape); seen.append((attn, None, ab)); return ab
+                ab = ab.expand(attn.rows, *ab.shape)
+                seen.append((attn, None, ab))
+                return ab
             hooks.append(m.register_forward_pre_hook(lambda attn, args: setattr(attn, 'rows', args[0].shape[0])))
-            m.get_attention_biases = biases; biased.append(m)
+            m.get_attention_biases = biases
+            biased.append(m)
         else: hooks.append(m.register_forward_hook(lambda layer, args, out: seen.append((layer, args[0].detach(), out))))
     try: yield seen
     finally:
@@ -128,7 +131,9 @@ def flat_rows(grads:list, # per parameter, (n, *shape)
     "(n, p): each row one sample's gradients, flattened and concatenated in parameter order."
     sizes = [g.shape[1:].numel() for g in grads]
     out, i = grads[0].new_empty(len(grads[0]), sum(sizes), dtype=dtype or grads[0].dtype), 0
-    for g, k in zip(grads, sizes): out[:, i:i + k] = g.flatten(1); i += k
+    for g, k in zip(grads, sizes):
+        out[:, i:i + k] = g.flatten(1)
+        i += k
     return out
 
 class LayerGradients:

@@ -24,7 +24,8 @@ __all__ = ['MPII_LAYOUT', 'COCO_LAYOUT', 'HUMANART_LAYOUT', 'NO_MASK', 'ANNOTATI
 
 # %% ../nbs/02_data.ipynb #df018ff3
 def _frozen(a, dtype=np.float32):
-    a = np.array(a, dtype=dtype); a.setflags(write=False)
+    a = np.array(a, dtype=dtype)
+    a.setflags(write=False)
     return a
 
 @dataclass(frozen=True, eq=False)
@@ -96,7 +97,9 @@ def mpii_center_scale(center, # (2,) 1-based centre from the MPII JSON
                      )->tuple:
     "HRNet's MPII box: move the centre 15·s px down, pad the scale ×1.25, then make the centre 0-based."
     c, s = np.array(center, np.float32), np.full(2, scale, np.float32)
-    if c[0] != -1: c[1] += 15 * s[1]; s *= 1.25
+    if c[0] != -1:
+        c[1] += 15 * s[1]
+        s *= 1.25
     return c - 1, s
 
 # %% ../nbs/02_data.ipynb #28adb077
@@ -149,7 +152,9 @@ def _root(root, name:str, layout:str)->Path:
 def _image_ids(recs:list)->list:
     "`<image>#k` for each record: the k-th person of its image, in file order."
     seen = {}
-    def nxt(name): seen[name] = seen.get(name, -1) + 1; return f"{name}#{seen[name]}"
+    def nxt(name):
+        seen[name] = seen.get(name, -1) + 1
+        return f"{name}#{seen[name]}"
     return [nxt(r.get('image') if isinstance(r, dict) else None) for r in recs]
 
 def load_mpii(root, # folder holding annot/ and images/
@@ -202,7 +207,8 @@ def read_coco(ann_file:Path, # COCO-style keypoints JSON
     for k in ('images', 'annotations'): _get(d, k, ann_file, 'the file')
     _require(d['images'], ('id', 'file_name', 'width', 'height'), ann_file, 'images')
     _require(d['annotations'], ('id', 'image_id', 'keypoints', 'bbox'), ann_file, 'annotations')
-    api = CocoApi(); api.dataset = d
+    api = CocoApi()
+    api.dataset = d
     with redirect_stdout(io.StringIO()): api.createIndex()
     return api
 

@@ -5,7 +5,7 @@
 # %% ../nbs/10_experiment.ipynb #cfe49066
 from __future__ import annotations
 import hashlib, importlib.util, json, os, platform, subprocess, time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 import numpy as np, torch
@@ -14,7 +14,7 @@ from .data import data_fingerprint, PoseDataset, load_mpii, load_humanart, read_
 from .features import make_splits
 from .metrics import box_pck_groups, coco_keypoint_eval
 from .model import STRATEGIES, trainable_count
-from .train import predict, persons_pckh, fit_pose, save_atomic, ValidationCurve, preload_crops
+from .train import predict, persons_pckh, fit_pose, ValidationCurve, preload_crops
 from .pretrain import TrainConfig, TRAIN_PRESETS, FEATURES, public_pretraining, initial_model, train_pose
 from .privacy import check_budget, ACCOUNTANTS
 from .methods import METHODS, private_learner, OPTIMIZERS, BASES, MASK_PRIVATE, SWITCH_METHODS, check_switch
@@ -131,7 +131,9 @@ def default_lr(preset:str, # a key of `STUDY_PRESETS`
 
 def _check_switches(p:dict, pre:StudyPreset):
     "Refuse switches that the run's method cannot use; fill in the learning rate and weight decay."
-    _choice('basis', p['basis'], BASES); _choice('optimizer', p['optimizer'], OPTIMIZERS); _choice('mask_private', p['mask_private'], MASK_PRIVATE)
+    _choice('basis', p['basis'], BASES)
+    _choice('optimizer', p['optimizer'], OPTIMIZERS)
+    _choice('mask_private', p['mask_private'], MASK_PRIVATE)
     _choice('select', p['select'], ('last', 'best'))
     if p['method'] == 'nonprivate':
         if bad := [k for k in SWITCHES if p[k] != RUN_PARAMETERS[k]]: raise ValueError(f"{', '.join(bad)} applies to private runs only; leave it at its default for non-private runs.")
@@ -149,9 +151,12 @@ def run_params(**params)->dict:
     "All parameters of a run: `params` over `RUN_PARAMETERS`, the preset's values filled in, checked."
     if bad := sorted(set(params) - set(RUN_PARAMETERS)): raise ValueError(f"Unknown run parameter(s) {bad}; the parameters are {list(RUN_PARAMETERS)}.")
     p = {**RUN_PARAMETERS, **params}
-    _choice('preset', p['preset'], STUDY_PRESETS); _choice('dataset', p['dataset'], DATASETS)
-    _choice('method', p['method'], ['nonprivate', *METHODS]); _choice('strategy', p['strategy'], STRATEGIES)
-    _choice('features', p['features'], FEATURES); _choice('accountant', p['accountant'], ACCOUNTANTS)
+    _choice('preset', p['preset'], STUDY_PRESETS)
+    _choice('dataset', p['dataset'], DATASETS)
+    _choice('method', p['method'], ['nonprivate', *METHODS])
+    _choice('strategy', p['strategy'], STRATEGIES)
+    _choice('features', p['features'], FEATURES)
+    _choice('accountant', p['accountant'], ACCOUNTANTS)
     pre = STUDY_PRESETS[p['preset']]
     if pre.data == 'real' and not p['data']: raise ValueError(f"Preset {p['preset']!r} runs on real data: set the parameter data to the folder holding mpii/, coco/ and humanart/.")
     for key, default in (('k', pre.k), ('m', pre.m), ('epochs', pre.train.epochs), ('bs', pre.train.bs)):
@@ -227,7 +232,8 @@ def run_scores(pred:np.ndarray, # (N, J, 2) predictions of the validation person
 def write_json_atomic(obj, path:Path):
     "Write `obj` as JSON to `path` through a temporary file and a rename (never a half-written file)."
     tmp = Path(path).with_name(f".{Path(path).name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=float)); tmp.replace(path)
+    tmp.write_text(json.dumps(obj, indent=1, default=float))
+    tmp.replace(path)
 
 def read_metrics(run_dir:Path, # a run directory
                 )->dict|None:
@@ -299,7 +305,8 @@ def train_run(p:dict, # from `run_params`
                             basis=p['basis'], public_in_private_sum=p['public_in_private_sum'], loss_scale=p['loss_scale'],
                             mask_private=p['mask_private'], seed=p['seed'], workers=cfg.workers)
     if p['horizon']:
-        subset = ds(splits.valid[:HORIZON_PERSONS]); preload_crops(model, subset)
+        subset = ds(splits.valid[:HORIZON_PERSONS])
+        preload_crops(model, subset)
         learn.add_cb(ValidationCurve(p['horizon'], subset, Path(checkpoint).parent/'horizon.json'))
     learn.add_cbs(cbs)
     if not progress: learn.remove_cbs(learn.progress)
@@ -324,7 +331,8 @@ def best_predictions(learn, # a trained pose `Learner` whose checkpoint kept its
                     )->np.ndarray:
     "(N, J, 2) predictions of `valid` by the best validation epoch's model (the authors' selection); sets `learn.selected_epoch`."
     best = torch.load(checkpoint, map_location='cpu', weights_only=False)['best']
-    learn.model.load_state_dict(best['model']); learn.selected_epoch = best['epoch']
+    learn.model.load_state_dict(best['model'])
+    learn.selected_epoch = best['epoch']
     return predict(learn.model, valid)
 
 # %% ../nbs/10_experiment.ipynb #ea5f1e01
@@ -334,7 +342,8 @@ def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
                   )->dict:
     "Train and evaluate one configuration; write predictions, checkpoint and (last, atomically) `metrics.json` into `out`."
     t0, p = time.time(), run_params(**params)
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     root = data_root(p, progress)
     pre = STUDY_PRESETS[p['preset']]
     pretrained = None if p['strategy'] == 'scratch' else public_pretraining(root, pre.train, progress=progress)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_joints.ipynb #17a19b5d
 from __future__ import annotations
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import numpy as np
 
 # %% auto #0
@@ -72,7 +72,8 @@ def show_pose(img, # HxWx3 array or PIL image
     "Draw `img` with the skeleton of `joints` (and `headbox`) on matplotlib axes."
     import matplotlib.pyplot as plt
     if ax is None: _,ax = plt.subplots(figsize=(3,3))
-    ax.imshow(np.asarray(img)); ax.set_axis_off()
+    ax.imshow(np.asarray(img))
+    ax.set_axis_off()
     if title: ax.set_title(title, fontsize=8)
     vis = np.ones(len(layout)) if visible is None else np.asarray(visible).reshape(-1)
     for i,j in layout.limbs:

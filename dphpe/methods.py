@@ -56,7 +56,9 @@ def flat(tensors:list)->torch.Tensor: return torch.cat([t.reshape(-1) for t in t
 def unflat(v:torch.Tensor, like:list)->list:
     "Split the flat `v` into tensors shaped like `like`."
     out, i = [], 0
-    for t in like: out.append(v[i:i + t.numel()].view_as(t)); i += t.numel()
+    for t in like:
+        out.append(v[i:i + t.numel()].view_as(t))
+        i += t.numel()
     return out
 
 class PoseDPOptimizer(DPOptimizerFastGradientClipping):
@@ -121,7 +123,8 @@ def private_update(dp:PoseDPOptimizer, # the optimizer over the model's trainabl
     "Hand one batch's clipped sum and public gradient to `dp` and step: noise, ÷B, project, add λ·g_pub, AdamW."
     for p, s in zip(dp.params, sums): p.grad = s
     for p, g in zip(dp.params, pub or [None] * len(dp.params)): p.public_grad = g
-    dp.step(); dp.zero_grad()
+    dp.step()
+    dp.zero_grad()
     return losses
 
 def public_gradients(model:PoseModel, # model in train mode
@@ -329,7 +332,8 @@ def _peak_bytes(dev:torch.device)->int:
 
 def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, clipping, queue):
     "Child process: median step seconds and peak extra memory (bytes) of `method` ('nonprivate' or a `METHODS` key)."
-    torch.set_num_threads(threads); torch.manual_seed(0)
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
     from dphpe.model import pose_model, set_strategy
     dev = default_device()
     sync = torch.cuda.synchronize if dev.type == 'cuda' else (lambda: None)  # time the GPU's work, not its queueing
@@ -341,7 +345,10 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
     base = _peak_bytes(dev)  # the model and batch; the method's state counts
     adamw = torch.optim.AdamW(params, lr=1e-5)
     if method == 'nonprivate':
-        def step(): adamw.zero_grad(); simcc_loss(model(xf), t, v).backward(); adamw.step()
+        def step():
+            adamw.zero_grad()
+            simcc_loss(model(xf), t, v).backward()
+            adamw.step()
     else:
         spec = METHODS[method]
         dp = PoseDPOptimizer(adamw, noise_multiplier=1., max_grad_norm=.01, expected_batch_size=bs, public_weight=spec['public_weight'],
@@ -351,18 +358,29 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
         psi = lambda: feed(view({'image': x, 'mask': mask}))  # ψ through the prefix: once per run when cached (`view_features`), else every step
         cached_psi = psi() if cached and view else None
         def step(): private_update(dp, *private_gradients(model, xf, t, v, .01, (cached_psi if cached else psi(), t, v) if view else None, clipping))
-    step(); sync()  # warm-up
+    step()
+    sync()  # warm-up
     ts = []
-    for _ in range(repeats): s = time.perf_counter(); step(); sync(); ts.append(time.perf_counter() - s)
+    for _ in range(repeats):
+        s = time.perf_counter()
+        step()
+        sync()
+        ts.append(time.perf_counter() - s)
     peak = _peak_bytes(dev)
     res = {'seconds': statistics.median(ts), 'peak_extra_bytes': peak - base, 'peak_bytes': peak,
            'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}
     if method == 'projection':  # the refresh: m public per-sample gradients, then the Gram eigendecomposition
         xp, jp = (a.to(dev) for a in (torch.rand(m, 3, H, W), torch.rand(m, 16, 2) * torch.tensor([W, H]) * .9))
         xp, tp, vp = feed(xp), simcc_targets(jp, input_size), torch.ones(m, 16, device=dev)
-        def refresh(): PublicSubspace(k).fit(public_gradients(model, xp, tp, vp, clipping=clipping)); sync()
-        refresh(); ts = []  # warm-up, then the median of 3
-        for _ in range(3): s = time.perf_counter(); refresh(); ts.append(time.perf_counter() - s)
+        def refresh():
+            PublicSubspace(k).fit(public_gradients(model, xp, tp, vp, clipping=clipping))
+            sync()
+        refresh()
+        ts = []  # warm-up, then the median of 3
+        for _ in range(3):
+            s = time.perf_counter()
+            refresh()
+            ts.append(time.perf_counter() - s)
         res['refresh_seconds'] = statistics.median(ts)
     queue.put(res)
 
@@ -370,9 +388,11 @@ def _measure(method, strategy, cached, *args, clipping='ghost')->dict:
     "`_step_cost` of one method in a fresh process (peak memory is per process on a CPU)."
     from dphpe.methods import _step_cost  # spawned children import it from the package (also when called from a notebook)
     backbone, input_size, bs, repeats, k, m = args
-    ctx = mp.get_context('spawn'); q = ctx.Queue()
+    ctx = mp.get_context('spawn')
+    q = ctx.Queue()
     p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, clipping, q))
-    p.start(); p.join()  # the result is a small dict: it fits the queue's pipe, so joining first cannot deadlock
+    p.start()
+    p.join()  # the result is a small dict: it fits the queue's pipe, so joining first cannot deadlock
     if p.exitcode: raise RuntimeError(f"Benchmarking {method!r} failed in its process (exit code {p.exitcode}); its traceback is above.")
     return q.get()
 

@@ -98,7 +98,9 @@ def group_means(rates:np.ndarray, # (J,) per-joint rates, NaN where never visibl
                 groups:dict=MPII_GROUPS, # group name → joint indices
                )->dict:
     "Mean rate of each group over its joints that were ever visible (NaN if none was)."
-    def _mean(v): v = v[~np.isnan(v)]; return float(v.mean()) if len(v) else float('nan')
+    def _mean(v):
+        v = v[~np.isnan(v)]
+        return float(v.mean()) if len(v) else float('nan')
     return {g: _mean(np.asarray(rates, float)[list(ix)]) for g, ix in groups.items()}
 
 # %% ../nbs/04_metrics.ipynb #81a71721
@@ -107,7 +109,8 @@ def weighted_mean(rates:np.ndarray, # (J,) per-joint rates, NaN where never visi
                   exclude:tuple=MPII_MEAN_EXCLUDED, # joints left out (MPII: pelvis, thorax)
                  )->float:
     "Mean of `rates` weighted by the visible `counts`, leaving out `exclude`; NaN if nothing is visible."
-    keep = np.asarray(counts) > 0; keep[list(exclude)] = False
+    keep = np.asarray(counts) > 0
+    keep[list(exclude)] = False
     n = np.asarray(counts, float)[keep]
     return float(np.sum(np.asarray(rates, float)[keep] * n) / n.sum()) if n.sum() else float('nan')
 
@@ -284,6 +287,9 @@ def coco_keypoint_eval(pred:np.ndarray, # (N, 17, 2) predicted coordinates, 0-ba
     if len(image_ids) != len(pred): raise ValueError(f"{len(pred)} predictions but {len(image_ids)} image ids; give one id per person.")
     dets = [{'image_id': int(i), 'category_id': 1, 'score': 1., 'keypoints': np.c_[p, np.ones(17)].ravel().tolist()} for i, p in zip(image_ids, pred)]
     with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
-        ev = COCOeval(gt, gt.loadRes(dets), 'keypoints'); ev.params.imgIds = sorted(set(map(int, image_ids)))
-        ev.evaluate(); ev.accumulate(); ev.summarize()
+        ev = COCOeval(gt, gt.loadRes(dets), 'keypoints')
+        ev.params.imgIds = sorted(set(map(int, image_ids)))
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
     return {k: 100 * float(v) if v >= 0 else float('nan') for k, v in zip(COCO_STATS, ev.stats)}  # -1: no person of that size

@@ -12,7 +12,7 @@ __all__ = ['BACKBONES', 'STRATEGIES', 'dp_ready', 'SimCCHead', 'imagenet_tinyvit
            'simcc_loss', 'decode', 'set_strategy', 'trainable_count', 'per_sample_grads']
 
 # %% ../nbs/05_model.ipynb #5126f25b
-from torch.func import functional_call, vmap, grad, grad_and_value
+from torch.func import functional_call, vmap, grad_and_value
 
 # %% ../nbs/05_model.ipynb #a0691e92
 BACKBONES = {
@@ -26,7 +26,9 @@ def _group_norm(bn:nn.BatchNorm2d, groups:int=8)->nn.GroupNorm:
     "A GroupNorm over the channels of `bn` (the largest group count ≤ `groups` that divides them)."
     c = bn.num_features
     gn = nn.GroupNorm(max(g for g in range(1, groups+1) if c % g == 0), c)
-    with torch.no_grad(): gn.weight.copy_(bn.weight); gn.bias.copy_(bn.bias)  # keep a pretrained BN's affine part
+    with torch.no_grad():  # keep a pretrained BN's affine part
+        gn.weight.copy_(bn.weight)
+        gn.bias.copy_(bn.bias)
     return gn
 
 def dp_ready(model:nn.Module)->nn.Module:
@@ -94,7 +96,8 @@ def pose_model(backbone:str='tinyvit_embedded', # a key of `BACKBONES`
     "A DP-ready TinyViT + SimCC pose model (random or ImageNet-initialised backbone)."
     if backbone not in BACKBONES: raise ValueError(f"Unknown backbone {backbone!r}; choose one of {sorted(BACKBONES)}.")
     if input_size[0] % 32 or input_size[1] % 32: raise ValueError(f"input_size {input_size} must be multiples of 32 (TinyViT downsamples by 32).")
-    kw = dict(BACKBONES[backbone]); last_stride = kw.pop('last_stride', 2)
+    kw = dict(BACKBONES[backbone])
+    last_stride = kw.pop('last_stride', 2)
     bb = dp_ready(imagenet_tinyvit() if pretrained and backbone == 'tinyvit_5m' else TinyVit(num_classes=0, drop_path_rate=0., **kw))
     bb.stages[-1].downsample.conv2.conv.stride = (last_stride, last_stride)
     if pretrained and backbone != 'tinyvit_5m': raise ValueError("ImageNet weights exist for 'tinyvit_5m' only; use pretrained=False.")

@@ -5,15 +5,15 @@
 # %% ../nbs/07_pretrain.ipynb #126a5d84
 from __future__ import annotations
 import copy, hashlib, json, os, shutil, time
-from dataclasses import dataclass, asdict, replace
+from dataclasses import dataclass, asdict
 from pathlib import Path
-import numpy as np, torch
+import torch
 from fastai.learner import Learner
 from .joints import COCO_TO_MPII, MPII
 from .synth import synth_cache, file_lock
 from .data import PoseDataset, load_mpii, load_coco, data_fingerprint
 from .features import public_view
-from .metrics import pckh_markdown, PCKH_COLUMNS
+from .metrics import pckh_markdown
 from .model import PoseModel, pose_model, set_strategy, trainable_count, STRATEGIES
 from .train import pose_dataloaders, pose_learner, preload_crops, fit_pose, predict, persons_pckh, TrainOnPublicView, save_atomic, read_checkpoint
 
@@ -39,7 +39,8 @@ class TrainConfig:
     workers: int = 0 # DataLoader worker processes
     def key(self, *fields:str)->str:
         "A short hash of `fields` (all if none): names cached artefacts."
-        d = asdict(self); d = {f: d[f] for f in fields} if fields else d
+        d = asdict(self)
+        d = {f: d[f] for f in fields} if fields else d
         return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 TRAIN_PRESETS = {
@@ -78,10 +79,12 @@ def transfer_to_mpii(coco:PoseModel, # a model with a 17-joint COCO head
     if coco.head.conv.out_channels != 17: raise ValueError(f"Expected a COCO-17 head, got {coco.head.conv.out_channels} joints.")
     h, was_training = coco.head, coco.training
     coco.train()  # in eval mode timm's attention caches a bias tensor that cannot be deep-copied
-    backbone = copy.deepcopy(coco.backbone); coco.train(was_training)
+    backbone = copy.deepcopy(coco.backbone)
+    coco.train(was_training)
     torch.manual_seed(seed)
     mpii = PoseModel(backbone, type(h)(h.conv.in_channels, len(MPII.joints), (h.y.out_features // h.k, h.x.out_features // h.k), h.k))
-    mpii.head.x.load_state_dict(h.x.state_dict()); mpii.head.y.load_state_dict(h.y.state_dict())
+    mpii.head.x.load_state_dict(h.x.state_dict())
+    mpii.head.y.load_state_dict(h.y.state_dict())
     dst, src = map(list, zip(*sorted(COCO_TO_MPII.items())))
     with torch.no_grad():
         mpii.head.conv.weight[dst] = h.conv.weight[src]

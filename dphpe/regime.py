@@ -42,7 +42,8 @@ def regime_quantities(p:int, # trained parameters
                      )->dict:
     "q, T, σ per ε and the dimensionless ratios of one private training setting."
     if not 0 < B <= N: raise ValueError(f"Need 0 < B ≤ N, got B={B} and N={N}.")
-    q = B / N; T = epochs * int(1 / q)  # Opacus' sampler: ⌊1/q⌋ steps per epoch
+    q = B / N
+    T = epochs * int(1 / q)  # Opacus' sampler: ⌊1/q⌋ steps per epoch
     sigma = {f'{e:g}': noise_multiplier(e, delta, q, T) for e in epsilons}
     return dict(p=p, N=N, B=B, epochs=epochs, q=q, T=T, q_sqrt_T=q * math.sqrt(T), n_over_sqrt_p=N / math.sqrt(p), sigma=sigma,
                 run_snr={e: math.sqrt(T) * B / (s * math.sqrt(p)) for e, s in sigma.items()},
@@ -242,12 +243,16 @@ def calibration_figure(card:dict, # from `regime_card`
     mp = df[(df.dataset == 'mpii') & (df.strategy == 'finetune')]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for C, d in mp[mp.method == 'dpsgd'].groupby('C'):
-        g = d.groupby('epsilon')['Mean'].mean(); ax.plot(g.index, g.values, 'o-', label=f'DP-SGD C={C:g}')
+        g = d.groupby('epsilon')['Mean'].mean()
+        ax.plot(g.index, g.values, 'o-', label=f'DP-SGD C={C:g}')
     for feat, ls in (('raw', '--'), ('public', ':')):
         ax.axhline(_mean(mp, method='nonprivate', features=feat), color='k', ls=ls, lw=1, label=f'non-private ({feat})')
     ax.axhline(card['strategies']['finetune']['start_pckh'], color='grey', lw=1, label='start (before private training)')
     ax.set(xlabel='ε', ylabel='Mean PCKh@0.5 (synthetic MPII)', title=f"calibration of `{card['preset']}` (finetune)")
-    ax.legend(fontsize=7); fig.tight_layout(); fig.savefig(path, dpi=120); plt.close(fig)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
     return Path(path)
 
 def write_calibration(card:dict, # from `regime_card` (measured)
@@ -255,10 +260,12 @@ def write_calibration(card:dict, # from `regime_card` (measured)
                       out:Path, # folder written
                      )->list:
     "Write the regime card, the calibration checks and their figure into `out`; return the files."
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     df = collect_runs(runs)
     checks = calibration_checks(card, df)
-    (out/'regime.json').write_text(card_json(card)); (out/'regime.md').write_text(regime_markdown(card))
+    (out/'regime.json').write_text(card_json(card))
+    (out/'regime.md').write_text(regime_markdown(card))
     checks.to_csv(out/'checks.csv', index=False)
     t = checks.assign(measured=checks.measured.map(lambda v: v if isinstance(v, str) else _fmt(v)), holds=checks.holds.map({True: 'yes', False: '**no**'}))
     (out/'checks.md').write_text(f"# Calibration of preset `{card['preset']}` (synthetic data; baselines only)\n\n{markdown_table(t)}\n")
@@ -279,7 +286,8 @@ def write_sgd_calibration(runs:Path, # the `ablation` preset's run directories
                           out:Path, # folder written
                          )->list:
     "Write the SGD calibration table (`sgd_lr.csv`, `sgd_lr.md`) and the η it picks into `out`; return the files."
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     t, eta = sgd_calibration(runs)
     t.to_csv(out/'sgd_lr.csv')
     cells = pd.DataFrame({'η = lr·C': [_fmt(e) for e in t.index], **{f"C = {_fmt(C)}, ε {_fmt(e)}": [_fmt(v) for v in t[(C, e)]] for C, e in t.columns[:-1]},

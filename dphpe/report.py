@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_report.ipynb #6bbb54e7
 from __future__ import annotations
-import functools, itertools, json, warnings
+import functools, itertools, warnings
 from importlib.resources import files
 from pathlib import Path
 import numpy as np, pandas as pd
@@ -182,7 +182,8 @@ def key_columns(t:pd.DataFrame)->list:
 
 def blank_repeats(keys:pd.DataFrame)->pd.DataFrame:
     "Key cells as text, blank where a block continues (all keys up to that column repeat the row above), except the last key."
-    s = keys.map(fmt_key); out = s.copy()
+    s = keys.map(fmt_key)
+    out = s.copy()
     for j in range(len(s.columns) - 1):
         out.iloc[(s.iloc[:, :j+1] == s.iloc[:, :j+1].shift()).all(axis=1).to_numpy(), j] = ''
     return out
@@ -286,7 +287,8 @@ def vs_paper(t:pd.DataFrame, # one of our tables (`results_table`)
              p:pd.DataFrame, # the paper's rows for it (`paper_rows`)
             )->pd.DataFrame:
     "Our table beside the paper's: per shared metric `<m> (ours)`, its std, `<m> (paper)` and `<m> (ours − paper)`."
-    keys = key_columns(t); on = [k for k in keys if k in p]
+    keys = key_columns(t)
+    on = [k for k in keys if k in p]
     cols = [c for c in p.columns if c in t and c not in on]
     m = t.merge(p[on + cols], on=on, how='left', suffixes=('', ' paper'))
     out = m[keys].copy()
@@ -351,7 +353,8 @@ def figure2(df:pd.DataFrame, # rows of `collect_runs` (one data source)
                              sharex=True, sharey=True, layout='constrained')
     for (i, s), (j, c) in itertools.product(enumerate(rows), enumerate(cols)):
         fig2_panel(axes[i, j], d[(d.strategy == s) & (d.C == c)], {f: v for (st, f), v in base.items() if st == s})
-        axes[i, j].set_title(f'{s}, C = {c:g}', fontsize=9); axes[i, j].label_outer()
+        axes[i, j].set_title(f'{s}, C = {c:g}', fontsize=9)
+        axes[i, j].label_outer()
     fig.legend(handles=fig2_legend(present(d.method, METHODS)), loc='outside right center', fontsize=8)
     fig.suptitle(f'Mean PCKh@0.5 against ε on MPII — {data_label(d)}', fontsize=10)
     return fig
@@ -380,16 +383,21 @@ def qualitative_runs(df:pd.DataFrame, # rows of `collect_runs`
 def valid_persons(data_root)->list|None:
     "The MPII validation persons of a run's data root, or None with a warning if they cannot be loaded."
     try: return load_mpii(Path(data_root)/'mpii', 'valid')
-    except (OSError, ValueError) as e: warnings.warn(f"no pose figures: cannot load the MPII validation set of {data_root} ({e})"); return None
+    except (OSError, ValueError) as e:
+        warnings.warn(f"no pose figures: cannot load the MPII validation set of {data_root} ({e})")
+        return None
 
 def load_predictions(run_dir, # a run directory
                      n:int, # number of validation persons
                     )->np.ndarray|None:
     "The run's (n, J, 2) predictions, or None with a warning when missing or of the wrong shape."
     try: p = np.load(Path(run_dir)/'predictions.npy')
-    except (OSError, ValueError) as e: warnings.warn(f"{run_dir}: no usable predictions.npy ({e})"); return None
+    except (OSError, ValueError) as e:
+        warnings.warn(f"{run_dir}: no usable predictions.npy ({e})")
+        return None
     if p.ndim != 3 or p.shape[0] != n or p.shape[2] != 2:
-        warnings.warn(f"{run_dir}: predictions.npy has shape {p.shape}, expected ({n}, J, 2); left out"); return None
+        warnings.warn(f"{run_dir}: predictions.npy has shape {p.shape}, expected ({n}, J, 2); left out")
+        return None
     return p
 
 # %% ../nbs/12_report.ipynb #495b5e96
@@ -432,7 +440,8 @@ def qualitative(df:pd.DataFrame, # rows of `collect_runs` (one data source)
     fig, axes = plt.subplots(len(idx), len(q) + 1, figsize=(1.3 * (len(q) + 1), 1.9 * len(idx)), squeeze=False)
     for row, i in zip(axes, idx): pose_row(row, valid[i], i, q, size)
     note = '' if C == prefer_C else f' (no run at C = {prefer_C:g}; C with most runs)'
-    fig.suptitle(f'MPII finetune, C = {C:g}{note} — {data_label(d)}', fontsize=9); fig.tight_layout()
+    fig.suptitle(f'MPII finetune, C = {C:g}{note} — {data_label(d)}', fontsize=9)
+    fig.tight_layout()
     return fig
 
 # %% ../nbs/12_report.ipynb #c4483cdb
@@ -458,8 +467,12 @@ def views(df:pd.DataFrame, # rows of `collect_runs`
     n = len(next(iter(ims.values())))
     fig, axes = plt.subplots(n, len(ims), figsize=(1.6 * len(ims), 2 * n), squeeze=False)
     for j, (name, a) in enumerate(ims.items()):
-        for i, ax in enumerate(axes[:, j]): ax.imshow(a[i]); ax.set_axis_off(); ax.set_title(name, fontsize=7)
-    fig.suptitle(f'Private crops and public views — {data_label(d)}', fontsize=8); fig.tight_layout()
+        for i, ax in enumerate(axes[:, j]):
+            ax.imshow(a[i])
+            ax.set_axis_off()
+            ax.set_title(name, fontsize=7)
+    fig.suptitle(f'Private crops and public views — {data_label(d)}', fontsize=8)
+    fig.tight_layout()
     return fig
 
 # %% ../nbs/12_report.ipynb #58b2c956
@@ -493,7 +506,8 @@ def summary_baselines(df:pd.DataFrame)->pd.DataFrame:
 # %% ../nbs/12_report.ipynb #8d66c611
 def verdict(x, y)->str:
     "'holds (k/n)' when x ≥ y at all n positions where both are known, else 'does not hold (k/n)'; 'n/a' if none."
-    x, y = np.asarray(x, float), np.asarray(y, float); ok = (x >= y)[~np.isnan(x) & ~np.isnan(y)]
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = (x >= y)[~np.isnan(x) & ~np.isnan(y)]
     return 'n/a' if not len(ok) else f"{'holds' if ok.all() else 'does not hold'} ({int(ok.sum())}/{len(ok)})"
 
 # %% ../nbs/12_report.ipynb #22f44780
@@ -522,7 +536,8 @@ def dp_claims(d:pd.DataFrame)->list:
 # %% ../nbs/12_report.ipynb #a634c805
 def baseline_claims(d:pd.DataFrame)->list:
     "(sentence, fn(at) → (x, y)) claims for the non-private MPII runs in `d`: strategy order, raw ≥ public."
-    raw = present(d[d.features == 'raw'].strategy, STRATEGIES); out = []
+    raw = present(d[d.features == 'raw'].strategy, STRATEGIES)
+    out = []
     if len(raw) > 1: out.append((f"non-private, raw images: {' ≥ '.join(raw)}",
                                  lambda at, r=raw: ([at('nonprivate', s, 'raw') for s in r[:-1]], [at('nonprivate', s, 'raw') for s in r[1:]])))
     for s in present(d.strategy, STRATEGIES):
@@ -686,7 +701,8 @@ def ablation_markdown(t:pd.DataFrame, # from `ablation_table`
 
 def save_figure(fig, path:Path)->Path:
     "Write `fig` to `path` as the report's figures are written, close it, return `path`."
-    fig.savefig(path, dpi=100, bbox_inches='tight'); plt.close(fig)
+    fig.savefig(path, dpi=100, bbox_inches='tight')
+    plt.close(fig)
     return path
 
 def write_ablations(df:pd.DataFrame, # rows of `collect_runs` (one data source)
@@ -714,7 +730,9 @@ def write_source(df:pd.DataFrame, # runs of one data source
     paths = write_tables(df, out) if len(df) else []
     for name, make in FIGURES.items():
         if len(df) and (fig := make(df)) is not None: paths.append(save_figure(fig, out/name))
-    if len(df): (out/'summary.md').write_text(summary_markdown(df)); paths.append(out/'summary.md')
+    if len(df):
+        (out/'summary.md').write_text(summary_markdown(df))
+        paths.append(out/'summary.md')
     return paths + write_ablations(all_runs, out)
 
 # %% ../nbs/12_report.ipynb #da95f721
@@ -723,7 +741,9 @@ def grid_coverage(df:pd.DataFrame, # rows of `collect_runs`
     "Per preset: how many of the runs of its grid and calibration (configurations × seeds) the report holds."
     says = []
     for p, d in df.groupby('preset', sort=True):
-        if p not in STUDY_PRESETS: says.append(f"{p}: {len(d)} runs"); continue
+        if p not in STUDY_PRESETS:
+            says.append(f"{p}: {len(d)} runs")
+            continue
         n = len(grid(p, data='.' if STUDY_PRESETS[p].data == 'real' else None, blocks='all'))  # expanding a grid checks every run: once per preset
         says.append(f"{p}: {len(d)} of {n} runs of its grid and calibration" + ('' if len(d) == n else ' (a partial sweep: the tables show only what ran)'))
     return '; '.join(says)

@@ -126,7 +126,8 @@ def _run_process(params:dict, out:Path, threads:int, log:bool, gpu:str=None):
     if log:
         fd = os.open(out/'log.txt', os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         for std in (1, 2): os.dup2(fd, std)
-    _die_with_parent(); torch.set_num_threads(threads)
+    _die_with_parent()
+    torch.set_num_threads(threads)
     nb = experiment_notebook()
     pm.execute_notebook(nb, out/'run.ipynb', parameters={**params, 'out': str(out)}, cwd=nb.parent, engine_name='dphpe',
                         progress_bar=False, log_output=True)
@@ -143,7 +144,8 @@ def launch_run(params:dict, # run parameters, from `grid`
     stamp, note = time.strftime('%Y-%m-%d %H:%M:%S'), ''
     if (out/'metrics.json').exists():  # an earlier record (another configuration, or a run repeated): what exits must be this run's
         aside = out/f"metrics.replaced-{stamp.replace(' ', 'T').replace(':', '')}.json"
-        (out/'metrics.json').replace(aside); note = f" (the earlier metrics.json is now {aside.name})"
+        (out/'metrics.json').replace(aside)
+        note = f" (the earlier metrics.json is now {aside.name})"
     if log:
         with open(out/'log.txt', 'a') as f: f.write(f"\n=== {stamp} run {name}{'' if gpu is None else f' on GPU {gpu}'} {params}{note}\n")
     from dphpe.sweep import _run_process  # by reference from the package, also when this is called from a notebook
@@ -183,7 +185,8 @@ def execute_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
                )->dict:
     "Run the experiment notebook for `params` into `out` in a process of its own and wait; return its metrics."
     out = Path(out).resolve()
-    proc = launch_run(params, out, threads or len(os.sched_getaffinity(0)), log); proc.join()
+    proc = launch_run(params, out, threads or len(os.sched_getaffinity(0)), log)
+    proc.join()
     if (m := run_result(out, params)) is None:
         why = notebook_error(out/'run.ipynb') or f"its process exited with code {proc.exitcode}"
         raise RuntimeError(f"run {proc.name} failed: {why} (see {out/'run.ipynb'}" + (f" and {out/'log.txt'})" if log else ")"))
@@ -248,10 +251,16 @@ def _schedule(todo, root, slots, threads, retries, ok, failed):
             running[launch_run(p, Path(root)/run_name(p), threads, gpu=gpu)] = (p, attempt, gpu)
         time.sleep(.2)
         for proc in [r for r in running if r.exitcode is not None]:
-            p, attempt, gpu = running.pop(proc); proc.close(); free.append(gpu)
-            if run_result(Path(root)/run_name(p), p) is not None: ok.append(p); yield p  # this run's record, not an earlier one
+            p, attempt, gpu = running.pop(proc)
+            proc.close()
+            free.append(gpu)
+            if run_result(Path(root)/run_name(p), p) is not None:  # this run's record, not an earlier one
+                ok.append(p)
+                yield p
             elif attempt < retries: queue.append((p, attempt + 1))  # resumes from its checkpoint
-            else: failed.append(p); yield p
+            else:
+                failed.append(p)
+                yield p
 
 BACKENDS = ('local', 'slurm', 'submitit-local')
 
@@ -355,7 +364,9 @@ def _wait(jobs:list, poll:float)->iter:
     "Yield each of `jobs` once it is done."
     left = list(jobs)
     while left:
-        for j in [j for j in left if j.done()]: left.remove(j); yield j
+        for j in [j for j in left if j.done()]:
+            left.remove(j)
+            yield j
         if left: time.sleep(poll)
 
 def submitit_sweep(preset, done, todo, why, root, backend, jobs, retries, progress, slurm, wait, poll:float=5.):
@@ -390,7 +401,8 @@ def sweep_status(preset:str, # a key of `STUDY_PRESETS`
     _, _, why = plan_sweep(sel, root, 'keep')
     queued, res = queued_runs(root), {}
     for p in sel:
-        n = run_name(p); s = why.get(n, 'done')
+        n = run_name(p)
+        s = why.get(n, 'done')
         res.setdefault(queued.get(n, 'to run') if s == 'missing' else s, []).append(n)
     return res
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageOps
-from .joints import MPII, COCO
+import matplotlib.pyplot as plt
+from .joints import MPII, COCO, show_pose
 
 # %% auto #0
 __all__ = ['BODY_MEAN', 'JOINT_LIMITS', 'BASE_POSE', 'POSE_FAMILIES', 'LIMB_RADII', 'FACE_DIRS', 'SKIN_TONES', 'HAIR_COLOURS',
@@ -30,7 +31,8 @@ def rot(axis:str, # 'x', 'y' or 'z'
         deg:float, # angle in degrees, right-handed
        )->np.ndarray:
     "3×3 rotation matrix about one axis."
-    a = np.deg2rad(deg); c, s = np.cos(a), np.sin(a)
+    a = np.deg2rad(deg)
+    c, s = np.cos(a), np.sin(a)
     if axis == 'x': return np.array([[1,0,0],[0,c,-s],[0,s,c]])
     if axis == 'y': return np.array([[c,0,s],[0,1,0],[-s,0,c]])
     if axis == 'z': return np.array([[c,-s,0],[s,c,0],[0,0,1]])
@@ -135,7 +137,8 @@ def _head(P, b, a, Rt):
     "Neck, head ellipsoid (centre, rotation, semi-axes) and face points; returns (Rh, axes)."
     P['upper_neck'] = P['thorax'] + Rt @ rot('x', .3*a['head_pitch']) @ [0, b['neck'], .012]
     Rh = Rt @ rot('y', a['head_yaw']) @ rot('x', a['head_pitch']) @ rot('z', a['head_roll'])
-    hr = b['head'] / 2; axes = np.array([.8, 1., .88]) * hr
+    hr = b['head'] / 2
+    axes = np.array([.8, 1., .88]) * hr
     P['head'] = P['upper_neck'] + Rh @ [0, .9*hr, .1*hr]
     P['head_top'] = P['head'] + Rh @ [0, hr, 0]
     for k,d in FACE_DIRS.items(): P[k] = P['head'] + Rh @ (axes * np.array(d) / np.linalg.norm(d))
@@ -160,7 +163,9 @@ def forward_kinematics(body:dict, # from `sample_body`
     Rp = rot('y', .3*pose['spine_twist'])
     Rt = Rp @ rot('y', .7*pose['spine_twist']) @ rot('z', pose['spine_lean']) @ rot('x', pose['spine_pitch'])
     P['thorax'] = Rt @ [0, body['torso'], 0]
-    for sd, s in (('r', -1), ('l', 1)): _leg(P, body, pose, Rp, sd, s); _arm(P, body, pose, Rt, sd, s)
+    for sd, s in (('r', -1), ('l', 1)):
+        _leg(P, body, pose, Rp, sd, s)
+        _arm(P, body, pose, Rt, sd, s)
     Rh, axes = _head(P, body, pose, Rt)
     return Skeleton3D(P, Rp, Rt, Rh, axes)
 
@@ -222,7 +227,8 @@ def convex_hull(pts:np.ndarray, # (N, 2) points
 
 def capsule(a, b, ra:float, rb:float, n:int=10)->np.ndarray:
     "Polygon of a tapered capsule from `a` (radius `ra`) to `b` (radius `rb`): a half circle at each end."
-    a, b = np.asarray(a, float), np.asarray(b, float); d = b - a
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    d = b - a
     th = np.arctan2(d[1], d[0]) + np.linspace(np.pi/2, 3*np.pi/2, n//2 + 1)
     ca, cb = np.stack([np.cos(th), np.sin(th)], 1), -np.stack([np.cos(th), np.sin(th)], 1)
     return np.concatenate([a + ra*ca, b + rb*cb])
@@ -249,15 +255,19 @@ LIGHT = np.array([-.35, .55, .76]) # default light direction, camera coordinates
 def _capsule_shade(xs, ys, sh, light=LIGHT):
     "Lambert shading of capsule pixels treated as a cylinder around the segment a→b."
     a, b, r = np.asarray(sh['a']), np.asarray(sh['b']), sh['r']
-    ab = b - a; t = np.clip(((xs-a[0])*ab[0] + (ys-a[1])*ab[1]) / max(ab @ ab, 1e-9), 0, 1)
+    ab = b - a
+    t = np.clip(((xs-a[0])*ab[0] + (ys-a[1])*ab[1]) / max(ab @ ab, 1e-9), 0, 1)
     dx, dy = xs - (a[0] + t*ab[0]), ys - (a[1] + t*ab[1])
-    nx, ny = dx / r, -dy / r; nz = np.sqrt(np.clip(1 - nx**2 - ny**2, 0, 1))
+    nx, ny = dx / r, -dy / r
+    nz = np.sqrt(np.clip(1 - nx**2 - ny**2, 0, 1))
     return .5 + .5 * np.clip(nx*light[0] + ny*light[1] + nz*light[2], 0, 1)
 
 def pattern_mask(xs, ys, pat:dict)->np.ndarray:
     "True where a clothing pattern (stripes, checks or dots) prints its colour at pixels (xs, ys)."
-    a = np.deg2rad(pat['angle']); x, y = xs - pat['origin'][0], ys - pat['origin'][1]
-    u = (x*np.cos(a) + y*np.sin(a)) / pat['period']; v = (-x*np.sin(a) + y*np.cos(a)) / pat['period']
+    a = np.deg2rad(pat['angle'])
+    x, y = xs - pat['origin'][0], ys - pat['origin'][1]
+    u = (x*np.cos(a) + y*np.sin(a)) / pat['period']
+    v = (-x*np.sin(a) + y*np.cos(a)) / pat['period']
     if pat['kind'] == 'stripes': return (u % 1) < .45
     if pat['kind'] == 'checks': return (np.floor(u) + np.floor(v)) % 2 == 0
     if pat['kind'] == 'dots': return (u % 1 - .5)**2 + (v % 1 - .5)**2 < .09
@@ -273,14 +283,18 @@ def ellipsoid_outline(Rc:np.ndarray, # head rotation in camera coordinates
                       n:int=24, # outline points
                      )->np.ndarray:
     "(n, 2) camera-plane (x right, y up) outline of the ellipsoid seen along z, centred at 0."
-    M = _head_maps(Rc, axes); A, b = M[:, :2], M[:, 2]
+    M = _head_maps(Rc, axes)
+    A, b = M[:, :2], M[:, 2]
     Q = A.T @ A - np.outer(A.T @ b, A.T @ b) / (b @ b)
-    lam, U = np.linalg.eigh(Q); t = np.linspace(0, 2*np.pi, n, endpoint=False)
+    lam, U = np.linalg.eigh(Q)
+    t = np.linspace(0, 2*np.pi, n, endpoint=False)
     return (U @ (np.stack([np.cos(t), np.sin(t)]) / np.sqrt(lam)[:, None])).T
 
 def head_surface(X, Y, Rc, axes)->np.ndarray:
     "Unit-sphere head coordinates (N, 3) of the visible surface at camera-plane offsets (X, Y) from the head centre."
-    M = _head_maps(Rc, axes); a = M[:, :2] @ np.stack([X, Y]); b = M[:, 2]
+    M = _head_maps(Rc, axes)
+    a = M[:, :2] @ np.stack([X, Y])
+    b = M[:, 2]
     ab, bb = b @ a, b @ b
     t = (-ab + np.sqrt(np.clip(ab**2 - bb*((a*a).sum(0) - 1), 0, None))) / bb
     q = a + t * b[:, None]
@@ -289,12 +303,14 @@ def head_surface(X, Y, Rc, axes)->np.ndarray:
 # %% ../nbs/01_synth.ipynb #17c4f1a3
 def _face_colours(q, look):
     "RGB of head-surface points `q` (unit-sphere head coordinates) for a person's look."
-    x, y, z = q.T; c = np.tile(look['skin'], (len(q), 1))
+    x, y, z = q.T
+    c = np.tile(look['skin'], (len(q), 1))
     eye = lambda s: q @ (np.array([s*.38, .18, .9]) / np.linalg.norm([.38, .18, .9]))
     if look['beard']: c[(y < -.3) & (z > -.1)] = look['hair']
     c[(np.abs(x) < .28) & (y > -.58) & (y < -.44) & (z > .5)] = look['lips']
     for s in (-1, 1):
-        e = eye(s); c[e > np.cos(np.deg2rad(10))] = look['eyes']
+        e = eye(s)
+        c[e > np.cos(np.deg2rad(10))] = look['eyes']
         if look['glasses']: c[(e > np.cos(np.deg2rad(19))) & (e < np.cos(np.deg2rad(14)))] = .08
         c[(q @ (np.array([s*.38, .38, .84])/np.linalg.norm([.38,.38,.84])) > np.cos(np.deg2rad(9))) & (y > .3)] = look['hair']
     hl = {'short': .38, 'long': .3, 'bald': 9}[look['hair_style']]
@@ -322,7 +338,10 @@ def _ring(R, origin, y, hw, hd, n=12):
 @dataclass
 class _View:
     "Where a person is drawn: view rotation, pixels per height unit, image position of the pelvis, supersampling."
-    V: np.ndarray; scale: float; center: tuple; ss: int = 2
+    V: np.ndarray
+    scale: float
+    center: tuple
+    ss: int = 2
     def uv(self, X): return (project(X, self.V, self.scale, self.center)[0] + .5) * self.ss - .5 # render pixels
     def z(self, X): return project(X, self.V, self.scale, self.center)[1]
     @property
@@ -338,16 +357,21 @@ def _limb_prims(sk, body, look, vw, pat):
             col, printed = _limb_colour(part, look)
             out.append((f'{sd}_{part}', capsule(ua, ub, ra, rb), col, 1, vw.z(np.stack([A, B])).mean() + .02,
                         dict(kind='capsule', a=ua, b=ub, r=max(ra, rb)), pat if printed else None))
-    un, ut = vw.uv(np.stack([P['upper_neck'], P['thorax']])); r = LIMB_RADII['neck'][0] * g * vw.S
+    un, ut = vw.uv(np.stack([P['upper_neck'], P['thorax']]))
+    r = LIMB_RADII['neck'][0] * g * vw.S
     out.append(('neck', capsule(un, ut, r, r), look['skin'], 1, vw.z(P['thorax'])[0] + .004, dict(kind='capsule', a=un, b=ut, r=r), None))
     return out
 
 def _torso_prims(sk, body, look, vw, pat):
     "Shirt (chest to waist) and hips (waist to crotch) as hulls of elliptical rings."
-    P, w = sk.points, np.sqrt(body['girth']); sh, hp = body['shoulder'], body['hip']
+    P, w = sk.points, np.sqrt(body['girth'])
+    sh, hp = body['shoulder'], body['hip']
     chest = [_ring(sk.Rt, P['pelvis'], y, hw*w, hd*w) for y,hw,hd in ((body['torso']-.03, sh+.015, .065), (.55*body['torso'], .85*sh, .06))]
-    waist = _ring(sk.Rt, P['pelvis'], .1, .8*sh*w, .06*w); hips = _ring(sk.Rp, P['pelvis'], -.04, (hp+.045)*w, .07*w)
-    mid = (P['pelvis'] + P['thorax']) / 2; z = vw.z(mid)[0]; a, b = vw.uv(np.stack([P['pelvis'], P['thorax']]))
+    waist = _ring(sk.Rt, P['pelvis'], .1, .8*sh*w, .06*w)
+    hips = _ring(sk.Rp, P['pelvis'], -.04, (hp+.045)*w, .07*w)
+    mid = (P['pelvis'] + P['thorax']) / 2
+    z = vw.z(mid)[0]
+    a, b = vw.uv(np.stack([P['pelvis'], P['thorax']]))
     shade = dict(kind='capsule', a=a, b=b, r=(sh+.03)*w*vw.S)
     return [('torso', convex_hull(vw.uv(np.concatenate(chest + [waist]))), look['shirt'], 1, z, shade, pat),
             ('hips', convex_hull(vw.uv(np.concatenate([waist, hips]))), look['trousers'], 1, z - .001, shade, None)]
@@ -358,8 +382,11 @@ LOGO_SHAPES = dict(square=[(-1,-1),(1,-1),(1,1),(-1,1)], triangle=[(0,1.2),(1.1,
 
 def _head_prims(sk, body, look, vw):
     "Head ellipsoid (face/hair shader), long hair behind it, and a chest logo when the chest faces the camera."
-    P, Rh, hr = sk.points, sk.Rh, sk.head_axes[1]; out = []
-    Rc = vw.V @ Rh; c = vw.uv(P['head'])[0]; o = ellipsoid_outline(Rc, sk.head_axes) * vw.S
+    P, Rh, hr = sk.points, sk.Rh, sk.head_axes[1]
+    out = []
+    Rc = vw.V @ Rh
+    c = vw.uv(P['head'])[0]
+    o = ellipsoid_outline(Rc, sk.head_axes) * vw.S
     out.append(('head', c + o * [1, -1], look['skin'], 2, vw.z(P['head'])[0],
                 dict(kind='head', c=c, s=vw.S, Rc=Rc, axes=sk.head_axes, look=look), None))
     if look['hair_style'] == 'long':
@@ -367,7 +394,8 @@ def _head_prims(sk, body, look, vw):
                      [P['thorax'] + sk.Rt @ [s*.09, -.12, -.07] for s in (-1,1)])
         out.append(('hair', convex_hull(vw.uv(X)), look['hair'], 2, vw.z(X).mean(), None, None))
     if look['logo'] and (vw.V @ sk.Rt @ [0,0,1])[2] > .35:
-        w = np.sqrt(body['girth']); ctr = P['thorax'] + sk.Rt @ [0, -.09, .1*w]
+        w = np.sqrt(body['girth'])
+        ctr = P['thorax'] + sk.Rt @ [0, -.09, .1*w]
         X = ctr + np.array([[x, y, 0] for x,y in LOGO_SHAPES[look['logo']['shape']]]) * look['logo']['size'] @ sk.Rt.T
         out.append(('torso', vw.uv(X), look['logo']['colour'], 2, vw.z((P['pelvis']+P['thorax'])/2)[0] + .001, None, None))
     return out
@@ -394,7 +422,8 @@ def rasterise(prims:list, # primitives of the whole scene
              )->tuple:
     "Draw `prims` far to near into an id map; returns (ids (H, W) int32, 0 = none, k = order[k-1]; order)."
     order = sorted(prims, key=lambda p: (p.layer, p.depth))
-    im = Image.new('I', (size[1], size[0]), 0); d = ImageDraw.Draw(im)
+    im = Image.new('I', (size[1], size[0]), 0)
+    d = ImageDraw.Draw(im)
     for k, p in enumerate(order, 1):
         if len(p.pts) >= 3: d.polygon([tuple(map(float, q)) for q in p.pts], fill=k)
     return np.asarray(im, np.int32), order
@@ -402,7 +431,8 @@ def rasterise(prims:list, # primitives of the whole scene
 # %% ../nbs/01_synth.ipynb #31bf5302
 def _prim_pixels(ids, k, p):
     "Pixel coordinates (xs, ys) where primitive `p` (id `k`) survived, searched inside its bounding box."
-    H, W = ids.shape; (x0, y0), (x1, y1) = np.floor(p.pts.min(0)).astype(int), np.ceil(p.pts.max(0)).astype(int) + 2
+    H, W = ids.shape
+    (x0, y0), (x1, y1) = np.floor(p.pts.min(0)).astype(int), np.ceil(p.pts.max(0)).astype(int) + 2
     x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, W), min(y1, H)
     if x0 >= x1 or y0 >= y1: return np.zeros(0, int), np.zeros(0, int)
     ys, xs = np.nonzero(ids[y0:y1, x0:x1] == k)
@@ -412,7 +442,8 @@ def _shade(p, xs, ys, shade, light):
     "Colours (n, 3) and labels (n,) of a primitive's pixels."
     col, lab = np.tile(p.colour, (len(xs), 1)), np.full(len(xs), p.label, np.uint8)
     if p.pattern is not None:
-        fg = pattern_mask(xs, ys, p.pattern); col[fg] = p.pattern['colour']
+        fg = pattern_mask(xs, ys, p.pattern)
+        col[fg] = p.pattern['colour']
         if p.label == MASK_LABELS['body']: lab[fg] = MASK_LABELS['identity']
     kind = (p.shader or {}).get('kind')
     if kind == 'head': col = _head_shade(xs, ys, p.shader, light if shade else None)
@@ -436,9 +467,11 @@ def composite(order:list, # primitives in draw order, from `rasterise`
 def _head_shade(xs, ys, sh, light=LIGHT):
     "Colours of head pixels: ray-cast the ellipsoid, colour face/hair, Lambert-shade (none if `light` is None)."
     X, Y = (xs - sh['c'][0]) / sh['s'], -(ys - sh['c'][1]) / sh['s']
-    q = head_surface(X, Y, sh['Rc'], sh['axes']); col = _face_colours(q, sh['look'])
+    q = head_surface(X, Y, sh['Rc'], sh['axes'])
+    col = _face_colours(q, sh['look'])
     if light is None: return col
-    n = (sh['Rc'] @ (q / sh['axes']).T).T; n /= np.linalg.norm(n, axis=1, keepdims=True)
+    n = (sh['Rc'] @ (q / sh['axes']).T).T
+    n /= np.linalg.norm(n, axis=1, keepdims=True)
     return col * (.5 + .5*np.clip(n @ light, 0, 1))[:, None]
 
 # %% ../nbs/01_synth.ipynb #17d4f0e0
@@ -451,22 +484,26 @@ def value_noise(rng:np.random.Generator, h:int, w:int, # output size
 
 # %% ../nbs/01_synth.ipynb #177e1bdd
 def _mix(n, c1, c2):
-    n = np.asarray(n, np.float32)[..., None]; return np.float32(c1) * (1 - n) + np.float32(c2) * n
+    n = np.asarray(n, np.float32)[..., None]
+    return np.float32(c1) * (1 - n) + np.float32(c2) * n
 
 def _bg_texture(rng, h, w):
     "Two colours mixed by multi-scale noise, sometimes tiled or striped."
     n = .65*value_noise(rng, h, w, int(rng.integers(3, 10))) + .35*value_noise(rng, h, w, int(rng.integers(12, 40)))
     img = _mix(n, _colour(rng), _colour(rng))
     if rng.random() < .4:
-        p = rng.uniform(8, 30); y, x = np.mgrid[:h, :w]
+        p = rng.uniform(8, 30)
+        y, x = np.mgrid[:h, :w]
         img *= (.85 + .15*((x//p + y//p) % 2 if rng.random() < .5 else (x // p) % 2))[..., None]
     return img
 
 def _bg_room(rng, h, w):
     "A wall with windows/pictures/doors and a floor with perspective lines."
-    hy = int(h * rng.uniform(.35, .7)); vx = w * rng.uniform(.1, .9)
+    hy = int(h * rng.uniform(.35, .7))
+    vx = w * rng.uniform(.1, .9)
     img = Image.fromarray((np.clip(_mix(value_noise(rng, h, w, 5), c := _colour(rng, .3), c*.8), 0, 1)*255).astype(np.uint8))
-    d = ImageDraw.Draw(img); d.rectangle([0, hy, w, h], fill=tuple((_colour(rng, .1, .8)*255).astype(int)))
+    d = ImageDraw.Draw(img)
+    d.rectangle([0, hy, w, h], fill=tuple((_colour(rng, .1, .8)*255).astype(int)))
     line = tuple((_colour(rng, 0, .5)*255).astype(int))
     for x in np.linspace(-w, 2*w, int(rng.integers(6, 16))): d.line([(vx, hy), (x, h)], fill=line, width=1)
     for t in np.linspace(0, 1, int(rng.integers(4, 9)))**2: d.line([(0, hy + t*(h-hy)), (w, hy + t*(h-hy))], fill=line)
@@ -475,8 +512,11 @@ def _bg_room(rng, h, w):
 
 def _wall_item(rng, d, w, hy):
     "A window (light, with bars), a picture (frame) or a door on the wall."
-    x0, ww = rng.uniform(0, w), rng.uniform(.1, .35)*w; y0 = rng.uniform(.05, .5)*hy; hh = rng.uniform(.2, .5)*hy
-    kind = rng.integers(3); c = tuple((_colour(rng)*255).astype(int))
+    x0, ww = rng.uniform(0, w), rng.uniform(.1, .35)*w
+    y0 = rng.uniform(.05, .5)*hy
+    hh = rng.uniform(.2, .5)*hy
+    kind = rng.integers(3)
+    c = tuple((_colour(rng)*255).astype(int))
     if kind == 2: y0, hh = hy - rng.uniform(.6, .95)*hy, hy  # a door reaches the floor
     box = [x0, y0, x0 + ww, min(y0 + hh, hy)]
     d.rectangle(box, fill=(200, 225, 245) if kind == 0 else c, outline=(60, 50, 40), width=max(1, int(w/80)))
@@ -485,10 +525,13 @@ def _wall_item(rng, d, w, hy):
 # %% ../nbs/01_synth.ipynb #bb000b25
 def _bg_outdoor(rng, h, w):
     "Sky gradient, noisy ground, trees and buildings."
-    hy = int(h * rng.uniform(.3, .65)); t = np.linspace(0, 1, hy)[:, None, None]
-    img = np.empty((h, w, 3), np.float32); img[:hy] = _mix(t[..., 0] * np.ones((1, w)), np.array([.45,.65,.95]), np.array([.85,.9,.97]))
+    hy = int(h * rng.uniform(.3, .65))
+    t = np.linspace(0, 1, hy)[:, None, None]
+    img = np.empty((h, w, 3), np.float32)
+    img[:hy] = _mix(t[..., 0] * np.ones((1, w)), np.array([.45,.65,.95]), np.array([.85,.9,.97]))
     img[hy:] = _mix(value_noise(rng, h-hy, w, 8), c := _colour(rng, .15, .7), c*.7)
-    pil = Image.fromarray((img*255).astype(np.uint8)); d = ImageDraw.Draw(pil)
+    pil = Image.fromarray((img*255).astype(np.uint8))
+    d = ImageDraw.Draw(pil)
     for _ in range(int(rng.integers(0, 5))):
         x, s = rng.uniform(0, w), rng.uniform(.05, .2)*h
         if rng.random() < .5:  # a building
@@ -500,9 +543,12 @@ def _bg_outdoor(rng, h, w):
 
 def _clutter(rng, img, n):
     "Draw `n` flat shapes (furniture, objects) onto a background array."
-    h, w = img.shape[:2]; pil = Image.fromarray((np.clip(img, 0, 1)*255).astype(np.uint8)); d = ImageDraw.Draw(pil)
+    h, w = img.shape[:2]
+    pil = Image.fromarray((np.clip(img, 0, 1)*255).astype(np.uint8))
+    d = ImageDraw.Draw(pil)
     for _ in range(n):
-        x, y, s = rng.uniform(0, w), rng.uniform(.2*h, h), rng.uniform(.05, .25)*h; c = tuple((_colour(rng)*255).astype(int))
+        x, y, s = rng.uniform(0, w), rng.uniform(.2*h, h), rng.uniform(.05, .25)*h
+        c = tuple((_colour(rng)*255).astype(int))
         [d.rectangle, d.ellipse][rng.integers(2)]([x - s, y - s*rng.uniform(.3, 1), x + s, y + s*rng.uniform(.3, 1)], fill=c)
     return np.asarray(pil, np.float32) / 255
 
@@ -510,21 +556,30 @@ def _clutter(rng, img, n):
 def _bg_sketch(rng, h, w):
     "Off-white paper with faint pencil strokes."
     img = np.ones((h, w, 3), np.float32) * (.93 + .05*value_noise(rng, h, w, 30))[..., None] * np.array([1, .98, .94])
-    pil = Image.fromarray((img*255).astype(np.uint8)); d = ImageDraw.Draw(pil)
+    pil = Image.fromarray((img*255).astype(np.uint8))
+    d = ImageDraw.Draw(pil)
     for _ in range(int(rng.integers(5, 30))):
-        p = rng.uniform(0, 1, 4) * [w, h, w, h]; g = int(rng.uniform(110, 200)); d.line(list(p), fill=(g, g, g), width=1)
+        p = rng.uniform(0, 1, 4) * [w, h, w, h]
+        g = int(rng.uniform(110, 200))
+        d.line(list(p), fill=(g, g, g), width=1)
     return np.asarray(pil, np.float32) / 255
 
 def _bg_cartoon(rng, h, w):
     "Flat sky and ground, hills, clouds and a sun, in saturated colours."
-    hy = int(h * rng.uniform(.4, .7)); pil = Image.new('RGB', (w, h), tuple((np.array([.4,.7,1])*255 - rng.uniform(0, 60, 3)).astype(int)))
-    d = ImageDraw.Draw(pil); g = tuple((_colour(rng, .2, .9)*255).astype(int))
+    hy = int(h * rng.uniform(.4, .7))
+    pil = Image.new('RGB', (w, h), tuple((np.array([.4,.7,1])*255 - rng.uniform(0, 60, 3)).astype(int)))
+    d = ImageDraw.Draw(pil)
+    g = tuple((_colour(rng, .2, .9)*255).astype(int))
     for _ in range(int(rng.integers(1, 4))):
-        x, r = rng.uniform(0, w), rng.uniform(.2, .6)*w; d.ellipse([x - r, hy - r/3, x + r, hy + r/3], fill=tuple(int(v*.8) for v in g))
+        x, r = rng.uniform(0, w), rng.uniform(.2, .6)*w
+        d.ellipse([x - r, hy - r/3, x + r, hy + r/3], fill=tuple(int(v*.8) for v in g))
     d.rectangle([0, hy, w, h], fill=g)
     for _ in range(int(rng.integers(0, 4))):
-        x, y, r = rng.uniform(0, w), rng.uniform(0, .3*h), rng.uniform(.04, .1)*w; d.ellipse([x-2*r, y-r, x+2*r, y+r], fill=(250, 250, 250))
-    if rng.random() < .5: x, r = rng.uniform(0, w), .06*w; d.ellipse([x-r, .05*h, x+r, .05*h+2*r], fill=(255, 210, 40))
+        x, y, r = rng.uniform(0, w), rng.uniform(0, .3*h), rng.uniform(.04, .1)*w
+        d.ellipse([x-2*r, y-r, x+2*r, y+r], fill=(250, 250, 250))
+    if rng.random() < .5:
+        x, r = rng.uniform(0, w), .06*w
+        d.ellipse([x-r, .05*h, x+r, .05*h+2*r], fill=(255, 210, 40))
     return np.asarray(pil, np.float32) / 255
 
 def _bg_painterly(rng, h, w):
@@ -557,7 +612,9 @@ def place_person(rng:np.random.Generator, sk:Skeleton3D, V:np.ndarray, # person 
                  p_trunc:float=.15, # probability of pushing part of the body out of the frame
                 )->tuple:
     "Scale (px per height unit) and pelvis position (u, v) that frame a person; sometimes truncated."
-    H, W = size; e = _extent(sk, V); bw, bh = e[2] - e[0], e[3] - e[1]
+    H, W = size
+    e = _extent(sk, V)
+    bw, bh = e[2] - e[0], e[3] - e[1]
     s = min(rng.uniform(*frac) * H / bh, .95 * W / bw)
     lo, hi = np.array([-e[0]*s, -e[1]*s]), np.array([W - e[2]*s, H - e[3]*s])  # pelvis range that keeps the box inside
     c = lo + (hi - lo) * rng.uniform(.15, .85, 2) if (hi >= lo).all() else (lo + hi) / 2
@@ -574,15 +631,19 @@ def sample_person(rng:np.random.Generator, # random stream
     "Body, pose, look, skeleton and view rotation of one random person."
     body, pose, look = sample_body(rng, stylised), sample_pose(rng, family), sample_look(rng)
     if yaw is None:
-        u = rng.random(); yaw = rng.normal(0, 25) if u < .45 else rng.normal(180, 25) if u < .65 else rng.uniform(-180, 180)
+        u = rng.random()
+        yaw = rng.normal(0, 25) if u < .45 else rng.normal(180, 25) if u < .65 else rng.uniform(-180, 180)
     return dict(body=body, pose=pose, look=look, sk=forward_kinematics(body, pose), yaw=float(yaw),
                 V=view_matrix(yaw, rng.normal(0, 5)))
 
 def _bystanders(rng, size, main_scale, stylised, ss):
     "Primitives of 0–2 unannotated people near the frame edges, behind (layer 1) or in front (layer 3)."
-    H, W = size; out = []
+    H, W = size
+    out = []
     for k in range(int(rng.choice([0, 0, 1, 1, 2]))):
-        p = sample_person(rng, stylised); e = _extent(p['sk'], p['V']); s = main_scale * rng.uniform(.5, 1.05)
+        p = sample_person(rng, stylised)
+        e = _extent(p['sk'], p['V'])
+        s = main_scale * rng.uniform(.5, 1.05)
         cx = W * (rng.uniform(-.1, .12) if rng.random() < .5 else rng.uniform(.88, 1.1)) - s*(e[0]+e[2])/2
         cy = H * rng.uniform(.8, 1.3) - s*e[3]
         out += person_prims(p['sk'], p['body'], p['look'], _View(p['V'], s, (cx, cy), ss), person=k+1,
@@ -594,8 +655,10 @@ OCCLUDABLE = ('r_wrist','l_wrist','r_elbow','l_elbow','r_knee','l_knee','r_ankle
 
 def _occluder(rng, uv, scale, size, ss):
     "One flat occluder primitive (label background) over a random limb joint at render pixel `uv[joint]`."
-    H, W = size[0]*ss, size[1]*ss; x, y = uv[OCCLUDABLE[rng.integers(len(OCCLUDABLE))]] + rng.normal(0, .03*scale*ss, 2)
-    r = rng.uniform(.06, .14) * scale * ss; kind = rng.integers(4)
+    H, W = size[0]*ss, size[1]*ss
+    x, y = uv[OCCLUDABLE[rng.integers(len(OCCLUDABLE))]] + rng.normal(0, .03*scale*ss, 2)
+    r = rng.uniform(.06, .14) * scale * ss
+    kind = rng.integers(4)
     if kind == 0: pts = [(x-r, y-r), (x+r, y-r), (x+r, y+r), (x-r, y+r)]
     elif kind == 1: pts = [(x + r*np.cos(t), y + r*np.sin(t)) for t in np.linspace(0, 2*np.pi, 16, endpoint=False)]
     elif kind == 2: pts = [(x - r/3, -1), (x + r/3, -1), (x + r/3, H), (x - r/3, H)]
@@ -636,12 +699,16 @@ def outlines(ids:np.ndarray, # id map from `rasterise`
             )->np.ndarray:
     "Boolean map of the boundaries between primitives (and between primitives and the background)."
     e = np.zeros(ids.shape, bool)
-    e[:, 1:] |= ids[:, 1:] != ids[:, :-1]; e[1:, :] |= ids[1:, :] != ids[:-1, :]
+    e[:, 1:] |= ids[:, 1:] != ids[:, :-1]
+    e[1:, :] |= ids[1:, :] != ids[:-1, :]
     if width: e = np.asarray(Image.fromarray(e.astype(np.uint8)*255).filter(ImageFilter.MaxFilter(2*width+1))) > 0
     return e
 
 # %% ../nbs/01_synth.ipynb #9de4e633
-def _ink(img, e, c): img = img.copy(); img[e] = c; return img
+def _ink(img, e, c):
+    img = img.copy()
+    img[e] = c
+    return img
 
 def stylise(rng:np.random.Generator, img:np.ndarray, # (H*ss, W*ss, 3) composite in [0, 1]
             ids:np.ndarray, # id map of the same canvas
@@ -652,9 +719,11 @@ def stylise(rng:np.random.Generator, img:np.ndarray, # (H*ss, W*ss, 3) composite
     if style not in STYLES: raise ValueError(f"unknown style {style!r}; choose one of {STYLES}")
     if style == 'cartoon': pil = ImageOps.posterize(_to_pil(_ink(img, outlines(ids, 1), 0)), 3)
     elif style == 'digital_art':
-        pil = _to_pil(_ink(img * 1.1, outlines(ids, 0), .12)); pil = Image.blend(pil, pil.filter(ImageFilter.GaussianBlur(4)), .3)
+        pil = _to_pil(_ink(img * 1.1, outlines(ids, 0), .12))
+        pil = Image.blend(pil, pil.filter(ImageFilter.GaussianBlur(4)), .3)
     elif style == 'sketch':
-        g = img.mean(2, keepdims=True); y, x = np.mgrid[:ids.shape[0], :ids.shape[1]]
+        g = img.mean(2, keepdims=True)
+        y, x = np.mgrid[:ids.shape[0], :ids.shape[1]]
         g = 1 - .4*(1 - g) - .25*((ids > 0) & ((x + y) % 6 < 1))[..., None]
         pil = _to_pil(_ink(g * [1, .97, .92], outlines(ids, 0), .25))
     elif style == 'watercolor':
@@ -687,9 +756,12 @@ FACING_MIN = dict(nose=.1, l_eye=.1, r_eye=.1, l_ear=-.35, r_ear=-.35) # camera-
 
 def _joint_flags(main, uv, ids, order, size, ss):
     "Per point name: in_frame, occluded (pixel owned by other parts), facing (face points)."
-    H, W = size; P, head = main['sk'].points, uv['head']; flags = {}
+    H, W = size
+    head = uv['head']
+    flags = {}
     for n in list(MPII.joints) + [j for j in COCO.joints if j not in MPII.joints]:
-        x, y = uv[n]; fin = bool(0 <= x <= W - 1 and 0 <= y <= H - 1)
+        x, y = uv[n]
+        fin = bool(0 <= x <= W - 1 and 0 <= y <= H - 1)
         q = uv[n] + (.3 * (head - uv[n]) if n in FACING_MIN or n == 'head_top' else 0)  # face points: just inside the head
         r = np.round((q + .5) * ss - .5).astype(int)
         k = ids[r[1], r[0]] if 0 <= r[0] < W*ss and 0 <= r[1] < H*ss else 0
@@ -706,13 +778,16 @@ def sample_scene(rng:np.random.Generator, # the sample's own random stream
                 )->dict:
     "Render one synthetic scene; returns image, label map and the annotated person's joints, flags and boxes."
     if style is not None and style not in STYLES: raise ValueError(f"unknown style {style!r}; choose None (photo) or one of {STYLES}")
-    H, W = size; main = sample_person(rng, stylised=style is not None)
+    H, W = size
+    main = sample_person(rng, stylised=style is not None)
     s, c, prims = _frame_person(rng, main, size, ss)
-    names = list(main['sk'].points); uv = dict(zip(names, project(np.stack([main['sk'].points[n] for n in names]), main['V'], s, c)[0]))
+    names = list(main['sk'].points)
+    uv = dict(zip(names, project(np.stack([main['sk'].points[n] for n in names]), main['V'], s, c)[0]))
     prims += _bystanders(rng, size, s, style is not None, ss)
     if rng.random() < .3: prims.append(_occluder(rng, {k: (v + .5)*ss - .5 for k,v in uv.items()}, s, size, ss))
     ids, order = rasterise(prims, (H*ss, W*ss))
-    light = LIGHT + rng.normal(0, .25, 3); light /= np.linalg.norm(light)
+    light = LIGHT + rng.normal(0, .25, 3)
+    light /= np.linalg.norm(light)
     bg = np.asarray(_to_pil(background(rng, H, W, STYLE_BACKGROUND.get(style))).resize((W*ss, H*ss), Image.BILINEAR), np.float32) / 255
     img, lab = composite(order, ids, bg,
                          shade=style not in ('cartoon', 'sketch'), light=light)
@@ -753,10 +828,13 @@ def render_person(family:str='standing', # pose family
                   ss:int=2, # supersampling
                  )->dict:
     "A single person on a plain background, for inspecting the body model: image, joints, flags, head box."
-    rng = np.random.default_rng(seed); body, look = sample_body(rng), sample_look(rng)
-    sk = forward_kinematics(body, sample_pose(rng, family, noise)); V = view_matrix(yaw)
+    rng = np.random.default_rng(seed)
+    body, look = sample_body(rng), sample_look(rng)
+    sk = forward_kinematics(body, sample_pose(rng, family, noise))
+    V = view_matrix(yaw)
     s, c = place_person(rng, sk, V, size, frac=(.85, .85), p_trunc=0)
-    prims = person_prims(sk, body, look, _View(V, s, c, ss)); ids, order = rasterise(prims, (size[0]*ss, size[1]*ss))
+    prims = person_prims(sk, body, look, _View(V, s, c, ss))
+    ids, order = rasterise(prims, (size[0]*ss, size[1]*ss))
     img, lab = composite(order, ids, np.full((size[0]*ss, size[1]*ss, 3), .92, np.float32))
     uv = dict(zip(sk.points, project(np.stack(list(sk.points.values())), V, s, c)[0]))
     return dict(image=np.asarray(_to_pil(img).reduce(ss)), mask=lab[ss//2::ss, ss//2::ss], joints=uv,
@@ -769,8 +847,10 @@ def mpii_entry(scene:dict, # from `sample_scene`
                image:str, # image file name, relative to `images/`
               )->dict:
     "One person in HRNet's MPII JSON layout (1-based joints; missing = [-1, -1], vis 0), plus headbox and mask."
-    j, vis = mpii_joints(scene); j = np.where(vis[:, None] > 0, j + 1, -1.)
-    x0, y0, x1, y1 = scene['extent']; s = 6 * np.linalg.norm(scene['joints']['head_top'] - scene['joints']['upper_neck']) / 200  # MPII: from the head
+    j, vis = mpii_joints(scene)
+    j = np.where(vis[:, None] > 0, j + 1, -1.)
+    x0, y0, x1, y1 = scene['extent']
+    s = 6 * np.linalg.norm(scene['joints']['head_top'] - scene['joints']['upper_neck']) / 200  # MPII: from the head
     return dict(joints_vis=vis.tolist(), joints=_r(j), image=image, scale=round(float(s), 4),
                 center=_r([(x0 + x1)/2 + 1, (y0 + y1)/2 - 15*s + 1]), headbox=_r(scene['headbox'] + 1),
                 mask=Path(image).with_suffix('.png').name)
@@ -790,8 +870,12 @@ def coco_entry(scene:dict, # from `sample_scene`
               )->tuple:
     "(image, annotation) dicts in COCO keypoints format; bbox/area/segmentation from the visible pixels of the person."
     from pycocotools import mask as mask_utils
-    m = _visible_mask(scene); ys, xs = np.nonzero(m); k = coco_keypoints(scene); H, W = scene['size']
-    rle = mask_utils.encode(np.asfortranarray(m.astype(np.uint8))); rle['counts'] = rle['counts'].decode('ascii')
+    m = _visible_mask(scene)
+    ys, xs = np.nonzero(m)
+    k = coco_keypoints(scene)
+    H, W = scene['size']
+    rle = mask_utils.encode(np.asfortranarray(m.astype(np.uint8)))
+    rle['counts'] = rle['counts'].decode('ascii')
     bbox = [float(xs.min()), float(ys.min()), float(xs.max() - xs.min() + 1), float(ys.max() - ys.min() + 1)] if len(xs) else [0., 0., 0., 0.]
     img = dict(id=image_id, file_name=file_name, height=H, width=W, mask_file=mask_file)
     ann = dict(id=image_id, image_id=image_id, category_id=1, iscrowd=0, keypoints=_r(k.ravel()), num_keypoints=int((k[:, 2] > 0).sum()),
@@ -804,7 +888,8 @@ MPII_MAT_NAMES = ('rank','rkne','rhip','lhip','lkne','lank','pelv','thor','neck'
 def gt_valid_arrays(entries:list, # MPII JSON entries (1-based) of the validation split, in file order
                    )->dict:
     "The arrays of HRNet's gt_valid.mat for `entries` (missing joints: jnt_missing 1, position -1)."
-    names = np.empty((1, 16), dtype=object); names[0, :] = MPII_MAT_NAMES
+    names = np.empty((1, 16), dtype=object)
+    names[0, :] = MPII_MAT_NAMES
     return dict(dataset_joints=names,
                 jnt_missing=np.array([[1 - v for v in e['joints_vis']] for e in entries], np.float64).T.reshape(16, -1),
                 pos_gt_src=np.array([e['joints'] for e in entries], np.float64).reshape(-1, 16, 2).transpose(1, 2, 0),
@@ -813,7 +898,8 @@ def gt_valid_arrays(entries:list, # MPII JSON entries (1-based) of the validatio
 def write_gt_valid(entries:list, path)->Path:
     "Write HRNet's gt_valid.mat for MPII JSON `entries` to `path`."
     from scipy.io import savemat
-    savemat(str(path), gt_valid_arrays(entries)); return Path(path)
+    savemat(str(path), gt_valid_arrays(entries))
+    return Path(path)
 
 # %% ../nbs/01_synth.ipynb #2530c5b9
 SPLITS = (('mpii','train'), ('mpii','valid'), ('coco','train'), ('coco','val'), ('humanart','train'), ('humanart','val'))
@@ -834,9 +920,14 @@ def sample_seed(seed:int, ds:str, split:str, i:int)->np.random.Generator:
 def _names(ds, split, i, style=None):
     "(image id, image path relative to the set's root, mask path) of a sample."
     k = 2 if split in ('valid', 'val') else 1
-    if ds == 'mpii': n = f'{k*100_000_000 + i + 1:09d}'; return int(n), f'images/{n}.jpg', f'masks/{n}.png'
-    if ds == 'coco': n = k*1_000_000 + i + 1; return n, f'images/{n:012d}.jpg', f'masks/{n:012d}.png'
-    n = (k + 1)*10**12 + k*1_000_000 + i + 1; d = f'2D_virtual_human/{style}/{n % 10**12:012d}'
+    if ds == 'mpii':
+        n = f'{k*100_000_000 + i + 1:09d}'
+        return int(n), f'images/{n}.jpg', f'masks/{n}.png'
+    if ds == 'coco':
+        n = k*1_000_000 + i + 1
+        return n, f'images/{n:012d}.jpg', f'masks/{n:012d}.png'
+    n = (k + 1)*10**12 + k*1_000_000 + i + 1
+    d = f'2D_virtual_human/{style}/{n % 10**12:012d}'
     return n, f'HumanArt/images/{d}.jpg', f'HumanArt/masks/{d}.png'
 
 def render_sample(ds:str, split:str, i:int, # which sample
@@ -858,10 +949,12 @@ def _write_images(root, scene, img_path, mask_path):
 def make_chunk(job:tuple, # (ds, split, start, stop, seed, img_size, root)
               )->list:
     "Render and write samples start..stop-1 of a split; return their annotation entries."
-    ds, split, start, stop, seed, img_size, root = job; root, out = Path(root)/ds, []
+    ds, split, start, stop, seed, img_size, root = job
+    root, out = Path(root)/ds, []
     for i in range(start, stop):
         sc = render_sample(ds, split, i, seed, img_size)
-        iid, img_path, mask_path = _names(ds, split, i, sc['style']); _write_images(root, sc, img_path, mask_path)
+        iid, img_path, mask_path = _names(ds, split, i, sc['style'])
+        _write_images(root, sc, img_path, mask_path)
         if ds == 'mpii': out.append(mpii_entry(sc, Path(img_path).name))
         else:
             rel = (lambda p: p) if ds == 'humanart' else (lambda p: Path(p).name)
@@ -872,7 +965,8 @@ def make_chunk(job:tuple, # (ds, split, start, stop, seed, img_size, root)
 
 # %% ../nbs/01_synth.ipynb #09a68fbe
 def _dump(obj, path):
-    path.parent.mkdir(parents=True, exist_ok=True); path.write_text(json.dumps(obj))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
 
 def _coco_json(entries, description):
     "A COCO keypoints file from (image, annotation) pairs."
@@ -901,9 +995,11 @@ def synth_params(preset:str='quick', # a key of `SYNTH_PRESETS`
                 )->dict:
     "The generation parameters of `preset` with `overrides`, checked."
     if preset not in SYNTH_PRESETS: raise ValueError(f"unknown synth preset {preset!r}; choose one of {sorted(SYNTH_PRESETS)}")
-    p = dict(SYNTH_PRESETS[preset]); bad = sorted(set(overrides) - set(p))
+    p = dict(SYNTH_PRESETS[preset])
+    bad = sorted(set(overrides) - set(p))
     if bad: raise ValueError(f"unknown synth parameter(s) {bad}; the preset has {sorted(p)}")
-    p.update(overrides); p['img_size'] = [int(v) for v in p['img_size']]
+    p.update(overrides)
+    p['img_size'] = [int(v) for v in p['img_size']]
     if len(p['img_size']) != 2 or min(p['img_size']) < 48: raise ValueError(f"img_size must be (H, W) with both >= 48 pixels; got {p['img_size']}")
     for k, v in p.items():
         if k != 'img_size' and (not isinstance(v, int) or v < 1): raise ValueError(f"{k} must be a positive int (a sample count); got {v!r}")
@@ -930,7 +1026,8 @@ def _manifest(root:Path)->dict:
 
 def is_complete(root, h:str)->bool:
     "Whether `root` holds a finished generation run with hash `h`."
-    m = _manifest(Path(root)); return m.get('hash') == h and m.get('complete') is True
+    m = _manifest(Path(root))
+    return m.get('hash') == h and m.get('complete') is True
 
 def _clear(root:Path):
     "Remove what a generation run writes (and nothing else) from `root`."
@@ -974,20 +1071,24 @@ def make_synth(preset:str='quick', # a key of `SYNTH_PRESETS`
                **overrides, # replace preset parameters (see `synth_params`)
               )->Path:
     "Generate (or find) the synthetic MPII, COCO and Human-Art sets of `preset`; return their root."
-    params = synth_params(preset, **overrides); h = synth_hash(params, seed)
+    params = synth_params(preset, **overrides)
+    h = synth_hash(params, seed)
     root = Path(root) if root is not None else synth_cache()/f'{preset}-{h}'
     if root.exists() and not root.is_dir(): raise NotADirectoryError(f"make_synth: {root} is a file; pass a folder as root")
     if not force and is_complete(root, h): return root
     with file_lock(root.parent/f'.{root.name}.lock'):  # another process may be building it: wait, then look again
         if not force and is_complete(root, h): return root
-        root.mkdir(parents=True, exist_ok=True); _clear(root); t0 = time.time()
+        root.mkdir(parents=True, exist_ok=True)
+        _clear(root)
+        t0 = time.time()
         entries = _run_jobs(_jobs(params, seed, root), workers, progress)
         for (ds, split), ents in entries.items(): write_split(root, ds, split, ents)
         man = dict(complete=True, hash=h, generator='dphpe.synth', version=GENERATOR_VERSION, source_sha256=_source_sha(),
                    preset=preset, params=params, seed=seed, seed_streams='numpy default_rng([seed, set_id, i])',
                    set_ids={'/'.join(k): v for k, v in SET_IDS.items()}, mask_labels=MASK_LABELS, synthetic=True,
                    counts={'/'.join(k): len(v) for k, v in entries.items()}, elapsed_s=round(time.time() - t0, 2))
-        (root/'manifest.json.tmp').write_text(json.dumps(man, indent=1)); (root/'manifest.json.tmp').replace(root/'manifest.json')
+        (root/'manifest.json.tmp').write_text(json.dumps(man, indent=1))
+        (root/'manifest.json.tmp').replace(root/'manifest.json')
     return root
 
 # %% ../nbs/01_synth.ipynb #088dd220
@@ -999,12 +1100,14 @@ ANNOTATION_FILES = {('mpii','train'): 'mpii/annot/train.json', ('mpii','valid'):
 def synth_summary(root, # a folder made by `make_synth`
                  )->dict:
     "Counts per split (from the annotation files), image count and size on disk of a synthetic dataset."
-    root = Path(root); man = _manifest(root)
+    root = Path(root)
+    man = _manifest(root)
     if not man.get('complete'): raise FileNotFoundError(f"no complete synthetic dataset at {root} (manifest.json missing or unfinished); "
                                                         "run make_synth(preset, root=...) or `dphpe data synth` first")
     counts = {}
     for (ds, split), f in ANNOTATION_FILES.items():
-        a = json.loads((root/f).read_text()); counts[f'{ds}/{split}'] = len(a if ds == 'mpii' else a['annotations'])
+        a = json.loads((root/f).read_text())
+        counts[f'{ds}/{split}'] = len(a if ds == 'mpii' else a['annotations'])
     files = [p for p in root.rglob('*') if p.is_file()]
     return dict(counts=counts, images=sum(p.suffix == '.jpg' for p in files), bytes=sum(p.stat().st_size for p in files),
                 preset=man['preset'], seed=man['seed'], hash=man['hash'], elapsed_s=man['elapsed_s'], synthetic=True)
@@ -1013,13 +1116,16 @@ def synth_summary(root, # a folder made by `make_synth`
 def _mpii_view(root, i, split='train'):
     "Image, 0-based joints, visibility and head box of MPII-format entry `i`."
     e = json.loads((Path(root)/'mpii'/'annot'/f'{split}.json').read_text())[i]
-    vis = np.array(e['joints_vis']); return (Image.open(Path(root)/'mpii'/'images'/e['image']),
+    vis = np.array(e['joints_vis'])
+    return (Image.open(Path(root)/'mpii'/'images'/e['image']),
                                              np.array(e['joints']) - 1, vis, np.array(e['headbox']) - 1)
 
 def _coco_view(root, i, ds='coco', split='train'):
     "Image, keypoints and visibility of COCO-format annotation `i` of `ds`."
-    f = ANNOTATION_FILES[(ds, split)]; a = json.loads((Path(root)/f).read_text())
-    im, ann = a['images'][i], a['annotations'][i]; k = np.array(ann['keypoints']).reshape(17, 3)
+    f = ANNOTATION_FILES[(ds, split)]
+    a = json.loads((Path(root)/f).read_text())
+    im, ann = a['images'][i], a['annotations'][i]
+    k = np.array(ann['keypoints']).reshape(17, 3)
     base = Path(root)/ds if ds == 'humanart' else Path(root)/'coco'/'images'
     return Image.open(base/im['file_name']), k[:, :2], (k[:, 2] > 0).astype(int)
 
@@ -1030,11 +1136,15 @@ def show_synth(root, # a folder made by `make_synth`
     "Grid of `n` samples per set (MPII, its label maps, COCO, Human-Art) with skeletons, labelled synthetic."
     fig, axs = plt.subplots(4, n, figsize=(n*size, 4*size*1.05))
     for i in range(n):
-        img, j, v, hb = _mpii_view(root, i); show_pose(img, j, MPII, v, hb, ax=axs[0, i], title='MPII-format' if i == 0 else None, lw=1.2)
+        img, j, v, hb = _mpii_view(root, i)
+        show_pose(img, j, MPII, v, hb, ax=axs[0, i], title='MPII-format' if i == 0 else None, lw=1.2)
         axs[1, i].imshow(np.asarray(Image.open(Path(root)/'mpii'/'masks'/Path(json.loads((Path(root)/'mpii'/'annot'/'train.json').read_text())[i]['mask']))),
-                         vmin=0, vmax=3, cmap='viridis', interpolation='nearest'); axs[1, i].set_axis_off()
+                         vmin=0, vmax=3, cmap='viridis', interpolation='nearest')
+        axs[1, i].set_axis_off()
         for r, ds in ((2, 'coco'), (3, 'humanart')):
-            img, k, v = _coco_view(root, i, ds); show_pose(img, k, COCO, v, ax=axs[r, i], title=f'{ds}-format' if i == 0 else None, lw=1.2)
+            img, k, v = _coco_view(root, i, ds)
+            show_pose(img, k, COCO, v, ax=axs[r, i], title=f'{ds}-format' if i == 0 else None, lw=1.2)
     axs[1, 0].set_title('label map 0/1/2/3', fontsize=8)
-    fig.suptitle('dphpe synthetic data (procedural; no real people)', fontsize=10); fig.tight_layout()
+    fig.suptitle('dphpe synthetic data (procedural; no real people)', fontsize=10)
+    fig.tight_layout()
     return fig

@@ -57,7 +57,8 @@ def preload_crops(model:PoseModel, # the model about to train, its strategy set
                   *datasets:PoseDataset, # datasets to preload (None and augmented ones are skipped)
                  ):
     "Keep every crop of `datasets` in memory, with the model's prefix features when its strategy freezes the prefix."
-    dev = default_device(); model.to(dev)
+    dev = default_device()
+    model.to(dev)
     features = (lambda x: model.prefix_features(x.to(dev)).cpu()) if model.prefix_frozen() else None
     for ds in datasets:
         if ds is not None and not ds.augment: ds.preload(features)  # augmented crops change every epoch; the prefix differs between pretrained models
@@ -91,7 +92,8 @@ class PCKh(Metric):
         self.persons, self.input_size, self.k, self.key = persons, input_size, k, key
     def reset(self): self.preds, self.idx = [], []
     def accumulate(self, learn):
-        self.preds.append(decode(learn.pred, self.k).cpu().numpy()); self.idx.append(learn.yb[2].cpu().numpy())
+        self.preds.append(decode(learn.pred, self.k).cpu().numpy())
+        self.idx.append(learn.yb[2].cpu().numpy())
     def gathered(self)->tuple:
         "(predictions in image coordinates, their persons) of the epoch so far."
         ps = [self.persons[i] for i in np.concatenate(self.idx)]
@@ -105,7 +107,8 @@ class PCKh(Metric):
 class BoxPCK(PCKh):
     "Validation PCK@`thr` normalised by the longer side of each person's box (for COCO-style sets: no head boxes)."
     def __init__(self, persons:list, input_size:tuple, k:int=2, thr:float=0.1):
-        super().__init__(persons, input_size, k); self.thr = thr
+        super().__init__(persons, input_size, k)
+        self.thr = thr
     @property
     def value(self):
         pred, ps = self.gathered()
@@ -167,7 +170,9 @@ class ValidationCurve(Callback):
         score = persons_pckh(predict(self.model, self.valid), self.valid.persons)['Mean']
         self.model.train()  # `predict` left it in eval mode
         self.points = [q for q in self.points if q[0] < step] + [[step, score]]  # a resumed run replaces what it repeats
-        tmp = self.fname.with_name(self.fname.name + '.tmp'); tmp.write_text(json.dumps(self.points)); os.replace(tmp, self.fname)
+        tmp = self.fname.with_name(self.fname.name + '.tmp')
+        tmp.write_text(json.dumps(self.points))
+        os.replace(tmp, self.fname)
 
 # %% ../nbs/06_train.ipynb #9638fe1d
 def step_schedule(lr:float=1e-3, # learning rate before the drop
@@ -199,9 +204,11 @@ class SeedEpochs(Callback):
 # %% ../nbs/06_train.ipynb #2b67415e
 def save_atomic(obj, path:Path):
     "`torch.save` to a temporary file, then rename: the file at `path` is always complete."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + '.tmp')
-    torch.save(obj, tmp); os.replace(tmp, path)
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
 
 class CheckpointError(ValueError):
     "A checkpoint file that cannot be read: the message names the file and what to do."
@@ -229,7 +236,8 @@ class Checkpoint(Callback):
     def before_epoch(self): self.t0 = time.time()
     def after_epoch(self):
         if self.epoch < self.start: return  # an epoch a resumed run skips
-        self.history.append([float(v) for v in self.learn.final_record]); self.seconds.append(time.time() - self.t0)
+        self.history.append([float(v) for v in self.learn.final_record])
+        self.seconds.append(time.time() - self.t0)
         sl = self.recorder.smooth_loss
         if self.keep_best and self.history[-1][2] >= max(h[2] for h in self.history):  # h: train loss, valid loss, metrics…; ties: the later epoch
             self.best = {'epoch': self.epoch + 1, 'model': {k: v.detach().clone() for k, v in self.learn.model.state_dict().items()}}
@@ -252,7 +260,8 @@ def restore(learn:Learner, # the learner to load into
         raise ValueError(f"Checkpoint {fname} belongs to another run ({ck['n_epoch']} epochs, {ck['meta']}), not this one "
                          f"({epochs} epochs, {meta or {}}). Delete it, or pass resume=False to start over.")
     learn.model.to(getattr(learn.dls, 'device', default_device())).load_state_dict(ck['model'])  # fastai's training device
-    learn.create_opt(); learn.opt.load_state_dict(ck['opt'])
+    learn.create_opt()
+    learn.opt.load_state_dict(ck['opt'])
     return ck
 
 def fit_pose(learn:Learner, # from `pose_learner`

@@ -1,7 +1,6 @@
 """`dphpe sweep --backend slurm` against a real single-node Slurm (`.ci/slurm-up` starts one from Debian's packages, with the
 accounting submitit reads job states from). Marked `slurm`, and skipped, with the reason, where no such Slurm answers."""
 import json, shutil, subprocess, sys, time
-from pathlib import Path
 import pytest
 
 DPHPE = [sys.executable, '-c', 'import sys; from dphpe.cli import main; sys.exit(main(sys.argv[1:]))']

@@ -8,7 +8,7 @@ from PIL import Image
 from scipy.io import loadmat
 
 from dphpe.joints import COCO, MPII
-from dphpe.synth import (ANNOTATION_FILES, MASK_LABELS, SPLITS, coco_entry, make_synth, mpii_entry, render_person,
+from dphpe.synth import (ANNOTATION_FILES, MASK_LABELS, coco_entry, make_synth, mpii_entry, render_person,
                          render_sample, synth_params, synth_summary)
 
 FIXTURES = Path(__file__).parents[1]/'..'/'shared'/'fixtures'
