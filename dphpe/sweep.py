@@ -65,11 +65,15 @@ def _num(v):
 
 # %% ../nbs/11_sweep.ipynb #92cb9ef7
 def experiment_notebook()->Path:
-    "The experiment notebook `nbs/10_experiment.ipynb` of this checkout."
-    nb = Path(dphpe.__file__).resolve().parent.parent/'nbs'/'10_experiment.ipynb'
-    if not nb.exists(): raise FileNotFoundError(f"{nb} not found: `dphpe run` and `dphpe sweep` need the repository's nbs/ folder; "
-                                                "install dphpe from a clone with `pip install -e .`.")
-    return nb
+    "The experiment notebook: `$DPHPE_EXPERIMENT_NOTEBOOK`, else this checkout's `nbs/10_experiment.ipynb`, else the package's copy."
+    if nb := os.environ.get('DPHPE_EXPERIMENT_NOTEBOOK'):
+        if not Path(nb).is_file(): raise FileNotFoundError(f"DPHPE_EXPERIMENT_NOTEBOOK={nb} is not a file; point it to an experiment notebook or unset it.")
+        return Path(nb).resolve()
+    package = Path(dphpe.__file__).resolve().parent
+    for nb in (package.parent/'nbs'/'10_experiment.ipynb', package/'experiment.ipynb'):
+        if nb.is_file(): return nb
+    raise FileNotFoundError(f"no experiment notebook: neither {package.parent/'nbs'} (a checkout) nor {package} (an installed wheel) holds one; "
+                            "reinstall dphpe, or set DPHPE_EXPERIMENT_NOTEBOOK to the notebook's path.")
 
 # %% ../nbs/11_sweep.ipynb #b3605a41
 def _output(o:dict, # an output as execnb's `CaptureShell.run` returns it
@@ -129,7 +133,7 @@ def _run_process(params:dict, out:Path, threads:int, log:bool, gpu:str=None):
     _die_with_parent()
     torch.set_num_threads(threads)
     nb = experiment_notebook()
-    pm.execute_notebook(nb, out/'run.ipynb', parameters={**params, 'out': str(out)}, cwd=nb.parent, engine_name='dphpe',
+    pm.execute_notebook(nb, out/'run.ipynb', parameters={**params, 'out': str(out)}, cwd=out, engine_name='dphpe',
                         progress_bar=False, log_output=True)
 
 def launch_run(params:dict, # run parameters, from `grid`
