@@ -26,7 +26,8 @@ from .pretrain import public_pretraining, initial_model
 from .report import write_table, markdown_table
 from .synth import MASK_LABELS
 from .train import SimCCLoss, pose_batch
-from .experiment import STUDY_PRESETS, run_params, run_name, data_root, dataset_persons, train_run, write_json_atomic
+from .presets import STUDY_PRESETS
+from .experiment import run_params, run_name, data_root, dataset_persons, train_run, write_json_atomic
 
 # %% auto #0
 __all__ = ['AUDIT_GUESSES', 'CANARIES', 'AUDIT_EPSILONS', 'AUDIT_COLUMNS', 'audit_p_value', 'eps_lower_bound', 'audit_guesses',

@@ -10,9 +10,9 @@ import numpy as np
 
 # %% auto #0
 __all__ = ['NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'check_synth', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study',
-           'param_value', 'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'cmd_report', 'data_root',
-           'train_config', 'cmd_pretrain', 'cmd_baselines', 'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_audit',
-           'cmd_noise', 'bench_summary', 'cmd_bench', 'parser', 'main']
+           'param_value', 'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'cmd_report', 'study_preset',
+           'dataset_folder', 'train_config', 'cmd_pretrain', 'cmd_baselines', 'cmd_regime', 'cmd_calibrate',
+           'write_regime', 'cmd_audit', 'cmd_noise', 'bench_summary', 'cmd_bench', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -91,7 +91,7 @@ def protocol_check(root:Path, # a synthetic dataset root from `make_synth`
 # %% ../nbs/90_cli.ipynb #8db8b623
 def cmd_study(args):
     "`dphpe study`: data and protocol check, the sweep of the preset's grid and calibration, the report and the calibration checks, timed."
-    from dphpe.experiment import STUDY_PRESETS
+    from dphpe.presets import STUDY_PRESETS
     from dphpe.sweep import sweep
     from dphpe.report import write_report
     if args.preset not in STUDY_PRESETS or STUDY_PRESETS[args.preset].data == 'real':
@@ -161,7 +161,7 @@ def bench_costs(preset:str, # a key of `STUDY_PRESETS`
                 path:str=None, # a `dphpe bench --json` file; None: measure here
                )->dict:
     "Step costs of `preset`'s model (a `bench_summary`): read from `path`, else measured here with 3 steps per method."
-    from dphpe.experiment import STUDY_PRESETS
+    from dphpe.presets import STUDY_PRESETS
     pre = STUDY_PRESETS[preset]
     if path:
         c = json.loads(Path(path).read_text())
@@ -170,7 +170,7 @@ def bench_costs(preset:str, # a key of `STUDY_PRESETS`
         if key not in c: raise ValueError(f"{path}: no step costs for the {key!r} model of preset {preset!r}; make the file with `dphpe bench --json`.")
         return c[key]
     print(f"measuring the step costs of {preset}'s model here (3 steps per method; --bench FILE reads `dphpe bench --json` instead)", file=sys.stderr)
-    from dphpe.methods import method_costs
+    from dphpe.bench import method_costs
     return bench_summary(method_costs(pre.train.backbone, pre.train.input_size, bs=pre.train.bs, repeats=3))
 
 def cmd_report(args):
@@ -183,31 +183,37 @@ def cmd_report(args):
     return 0
 
 # %% ../nbs/90_cli.ipynb #94b012ae
-def data_root(args)->Path:
-    "The dataset root of a run: `args.data` if given, else the synthetic data of `args.preset`."
+def study_preset(args):
+    "The study preset `args.preset` (a key of `STUDY_PRESETS`), checked."
+    from dphpe.presets import STUDY_PRESETS
+    if args.preset not in STUDY_PRESETS: raise ValueError(f"Unknown preset {args.preset!r}; choose one of {sorted(STUDY_PRESETS)}.")
+    return STUDY_PRESETS[args.preset]
+
+def dataset_folder(args)->Path:
+    "The data `dphpe pretrain` and `dphpe baselines` read: `args.data` if given, else the synthetic data of the study preset."
     if args.data:
         if not Path(args.data).is_dir():
             raise FileNotFoundError(f"--data {args.data} is not a folder; give the folder holding coco/ and mpii/ (see the data notebook).")
         return Path(args.data)
-    if args.preset == 'real':
-        raise ValueError("The 'real' preset needs --data: a folder with coco/ and mpii/ in the layout of the data notebook. "
+    data = study_preset(args).data
+    if data == 'real':
+        raise ValueError(f"The {args.preset!r} preset needs --data: a folder with coco/ and mpii/ in the layout of the data notebook. "
                          "Nothing is downloaded; fetch MPII and COCO yourself.")
-    return synth_data(argparse.Namespace(preset=args.preset, root=None, seed=0, workers=None, force=False, json=False))
+    return synth_data(argparse.Namespace(preset=data, root=None, seed=0, workers=None, force=False, json=False))
 
 def train_config(args):
-    "The `TrainConfig` of `args.preset` with the command line's overrides."
+    "The `TrainConfig` the runs of study preset `args.preset` train with, with the command line's overrides."
     from dataclasses import replace
-    from dphpe.pretrain import TRAIN_PRESETS
-    if args.preset not in TRAIN_PRESETS: raise ValueError(f"Unknown preset {args.preset!r}; choose one of {sorted(TRAIN_PRESETS)}.")
+    pre = study_preset(args)
     over = {k: getattr(args, k) for k in ('epochs', 'pretrain_epochs', 'seed', 'workers') if getattr(args, k, None) is not None}
     if any(over.get(k, 1) <= 0 for k in ('epochs', 'pretrain_epochs')): raise ValueError(f"Epoch counts must be positive, got {over}.")
-    return replace(TRAIN_PRESETS[args.preset], **over)
+    return replace(pre.train, **over)
 
 def cmd_pretrain(args):
-    "`dphpe pretrain`: build or find the public (COCO) pretrained checkpoint of a preset."
+    "`dphpe pretrain`: build or find the public (COCO) pretrained checkpoint the runs of a study preset start from."
     import torch
     from dphpe.pretrain import public_pretraining
-    cfg, root = train_config(args), data_root(args)  # settings are checked before any data is made
+    cfg, root = train_config(args), dataset_folder(args)  # settings are checked before any data is made
     path = public_pretraining(root, cfg, args.cache, args.force)
     ck = torch.load(path, weights_only=False)
     print(f"pretrained checkpoint: {path}\n  {len(ck['history'])} epochs on {ck['persons']:,} COCO-format persons "
@@ -217,7 +223,7 @@ def cmd_pretrain(args):
 def cmd_baselines(args):
     "`dphpe baselines`: pretrain (cached), then the six non-private baselines of paper Table 1."
     from dphpe.pretrain import table1
-    cfg, root = train_config(args), data_root(args)  # settings are checked before any data is made
+    cfg, root = train_config(args), dataset_folder(args)  # settings are checked before any data is made
     runs = Path(args.runs)/f"table1-{args.preset}"
     md, res = table1(root, cfg, runs)
     (runs/'table1.md').write_text(md + '\n')
@@ -235,7 +241,7 @@ def cmd_regime(args):
 def cmd_calibrate(args):
     "`dphpe calibrate`: the preset's calibration runs (baselines only), then its card and checks."
     from dphpe.sweep import sweep
-    from dphpe.experiment import STUDY_PRESETS
+    from dphpe.presets import STUDY_PRESETS
     from dphpe.regime import regime_card, write_calibration, write_sgd_calibration
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/'calibration'/args.preset)
     res = sweep(args.preset, runs, args.jobs, where_filter(args.where), blocks='calibration', stale=args.stale)
@@ -252,7 +258,7 @@ def write_regime(runs:Path, # run directories of a report
                  out:Path, # its report folder
                 )->list:
     "Write the regime card (`regime.json`, `regime.md`) of the one embedded preset the runs belong to beside its report; return the files."
-    from dphpe.experiment import STUDY_PRESETS
+    from dphpe.presets import STUDY_PRESETS
     from dphpe.report import collect_runs
     from dphpe.regime import regime_card, regime_markdown, card_json
     embedded = sorted(p for p in set(collect_runs(runs).preset) if p in STUDY_PRESETS and STUDY_PRESETS[p].data != 'real')
@@ -305,8 +311,9 @@ def bench_summary(r:dict)->dict:
 
 def cmd_bench(args):
     "`dphpe bench`: step time and memory of each private method relative to the non-private step."
-    from dphpe.methods import method_costs, METHODS
-    from dphpe.experiment import STUDY_PRESETS
+    from dphpe.methods import METHODS
+    from dphpe.bench import method_costs
+    from dphpe.presets import STUDY_PRESETS
     emb = STUDY_PRESETS['quick'].train  # the embedded study's model, input size and batch
     configs = {'embedded': dict(backbone=emb.backbone, input_size=emb.input_size, bs=args.bs or emb.bs)}
     if not args.quick:  # the paper's model at both strategies the GPU targets name
@@ -432,7 +439,7 @@ def parser()->argparse.ArgumentParser:
     for name, func, hlp in (('pretrain', cmd_pretrain, 'public (COCO) pretraining, cached'),
                             ('baselines', cmd_baselines, 'the six non-private baselines of paper Table 1')):
         c = sub.add_parser(name, help=hlp)
-        c.add_argument('--preset', default='quick', help='tiny, quick, full (synthetic data) or real (needs --data)')
+        c.add_argument('--preset', default='quick', help='a study preset: its data and training settings (paper-mpii and paper-humanart need --data)')
         c.add_argument('--data', default=None, help='folder holding coco/ and mpii/ (default: the preset\'s synthetic data)')
         c.add_argument('--epochs', type=int, default=None, help='private-set epochs (default: the preset\'s)')
         c.add_argument('--pretrain-epochs', dest='pretrain_epochs', type=int, default=None, help='public-set epochs')

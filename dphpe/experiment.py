@@ -5,108 +5,27 @@
 # %% ../nbs/10_experiment.ipynb #cfe49066
 from __future__ import annotations
 import hashlib, importlib.util, json, os, platform, subprocess, time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 import numpy as np, torch
-from .synth import make_synth, SYNTH_PRESETS
+from .synth import make_synth
 from .data import data_fingerprint, PoseDataset, load_mpii, load_humanart, read_coco, HUMANART_LAYOUT
 from .features import make_splits
 from .metrics import box_pck_groups, coco_keypoint_eval
 from .model import STRATEGIES, trainable_count
 from .train import predict, persons_pckh, fit_pose, ValidationCurve, preload_crops
-from .pretrain import TrainConfig, TRAIN_PRESETS, FEATURES, public_pretraining, initial_model, train_pose
+from .pretrain import FEATURES, public_pretraining, initial_model, train_pose
 from .privacy import check_budget, ACCOUNTANTS
+from .presets import STUDY_PRESETS, StudyPreset
 from .methods import METHODS, private_learner, OPTIMIZERS, BASES, MASK_PRIVATE, SWITCH_METHODS, check_switch
 
 # %% auto #0
-__all__ = ['ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID', 'PAPER_METHODS', 'REGIME_TRAIN', 'CALIBRATION', 'ABLATIONS',
-           'AUTHORS_CODE', 'SGD_ETAS', 'STUDY_PRESETS', 'RUN_PARAMETERS', 'SWITCHES', 'DATASETS', 'NAMED',
-           'RESULT_MODULES', 'CODE_FINGERPRINT', 'HORIZON_PERSONS', 'Block', 'StudyPreset', 'ablation_grid',
+__all__ = ['RUN_PARAMETERS', 'SWITCHES', 'DATASETS', 'NAMED', 'RESULT_MODULES', 'CODE_FINGERPRINT', 'HORIZON_PERSONS',
            'default_lr', 'run_params', 'off_default', 'run_name', 'data_root', 'dataset_persons', 'run_data',
            'run_scores', 'write_json_atomic', 'read_metrics', 'recorded_params', 'versions', 'source_fingerprint',
            'code_fingerprint', 'git_commit', 'run_fingerprint', 'train_run', 'final_predictions', 'best_predictions',
            'run_experiment']
-
-# %% ../nbs/10_experiment.ipynb #bce3cdf2
-@dataclass(frozen=True)
-class Block:
-    "One product of the grid: every combination of these values is a run (per seed)."
-    dataset: str = 'mpii' # 'mpii' or 'humanart' (the private set)
-    methods: tuple = tuple(METHODS) # keys of `METHODS`, or ('nonprivate',) for baselines
-    strategies: tuple = ('finetune',) # training strategies
-    C: tuple = (1., .1, .01) # clipping norms (private methods)
-    epsilon: tuple = (.2, .4, .6, .8) # target budgets (private methods)
-    features: tuple = ('raw', 'public') # input of the non-private baselines
-    switches: tuple = () # (run parameter, value) pairs set in every run of the block (the ablations)
-
-@dataclass(frozen=True)
-class StudyPreset:
-    "What a preset fixes: data, model and training settings, S_pub and subspace sizes, seeds, and the sweep's grid."
-    data: str # a key of `SYNTH_PRESETS` (the embedded procedural data), or 'real' (the run's `data` names the folder)
-    train: TrainConfig # model and optimisation settings; `epochs` is every run's epochs on the private set
-    m: int = 100 # |S_pub|, drawn from the private set's training split and removed from it
-    k: int = 50 # rank of the public subspace
-    private_limit: int = 0 # train on at most this many S_priv persons (0: all), to fit a CPU budget
-    seeds: tuple = (0,) # seeds of every configuration
-    grid: tuple = () # `Block`s the sweep runs
-    calibration: tuple = () # `Block`s of baselines only (non-private, DP-SGD) that chose the preset's settings
-    preregistered: str = '' # the commit ('Pre-register: …') that froze these settings before the methods under test ran
-    sgd_lr: float = 0. # η: a private run with optimizer='sgd' and no lr trains at lr = η/C (chosen on DP-SGD; 0: none chosen)
-    def __post_init__(self):
-        if self.data != 'real' and self.data not in SYNTH_PRESETS: raise ValueError(f"Unknown data preset {self.data!r}.")
-
-# %% ../nbs/10_experiment.ipynb #3d9c1189
-ALL_C, ALL_EPS = (1., .1, .01), (.2, .4, .6, .8)
-MPII_GRID = (Block('mpii', ('nonprivate',), STRATEGIES), Block('mpii', tuple(METHODS), STRATEGIES, ALL_C, ALL_EPS))
-HUMANART_GRID = (Block('humanart', ('nonprivate',), ('finetune',)),
-                 Block('humanart', ('dpsgd', 'feature'), ('finetune', 'finetune_full'), (.1, .01)),
-                 Block('humanart', ('projection',), ('finetune', 'finetune_full'), ALL_C),
-                 Block('humanart', ('projection',), ('scratch',), (.1, .01)),
-                 Block('humanart', ('feature_projection',), ('finetune',), ALL_C),
-                 Block('humanart', ('feature_projection',), ('finetune_full',), (.1, .01)))
-
-PAPER_METHODS = tuple(m for m, spec in METHODS.items() if spec['view'] != 'mask')  # the mask view needs per-pixel label maps, which real MPII lacks
-
-REGIME_TRAIN = TrainConfig('tinyvit_embedded_s16', (96, 64), bs=24, epochs=7, pretrain_epochs=10)  # regime-matched on 2 CPU cores (see above)
-CALIBRATION = (Block('mpii', ('nonprivate',), STRATEGIES), Block('mpii', ('dpsgd',), C=ALL_C, epsilon=(.2, .8)))  # baselines only
-
-ABLATIONS = (('basis', 'authors'), ('public_in_private_sum', True), ('optimizer', 'sgd'), ('weight_decay', .01), ('loss_scale', 2.),
-             ('private_augment', True), ('refresh', 1), ('k', 4), ('k', 100), ('mask_private', 'private_tokens'))  # one alternative per row
-AUTHORS_CODE = (('basis', 'authors'), ('public_in_private_sum', True), ('select', 'best'), ('weight_decay', .01), ('loss_scale', 2.),
-                ('private_augment', True))  # every alternative the authors' scripts take (they train with AdamW, refresh every 50 steps)
-
-SGD_ETAS = (1e-4, 3e-4, 1e-3, 3e-3)  # candidate η (SGD's lr = η/C) for the ablation's SGD rows, tried on DP-SGD only (seed 0)
-
-def _changes(switch:str, method:str)->bool:
-    "Whether `switch` can change a run of `method`."
-    return method in SWITCH_METHODS.get(switch, METHODS) and (switch != 'k' or METHODS[method]['project'])
-
-def ablation_grid(methods:tuple=PAPER_METHODS, # the methods under study (MaskDP joins for its own switch)
-                  C:tuple=(1., .01), epsilon:tuple=(.2, .8), # the paper's central settings
-                  horizon:int=50, # every run scores the validation subset every this many steps
-                 )->tuple:
-    "`Block`s of the ablation: the defaults, each of `ABLATIONS` alone on the methods it changes, and `AUTHORS_CODE` together."
-    block = lambda ms, sw: Block('mpii', tuple(ms), C=C, epsilon=epsilon, switches=(*sw, ('horizon', horizon)))
-    every = (*methods, 'maskdp')
-    singles = [block([m for m in every if _changes(s, m) and (m in methods or s == 'mask_private')], [(s, v)]) for s, v in ABLATIONS]
-    return (block(every, []), *singles, *(block([m], [(s, v) for s, v in AUTHORS_CODE if _changes(s, m)]) for m in methods))
-
-STUDY_PRESETS = {
-    'tiny':  StudyPreset('tiny', replace(TRAIN_PRESETS['tiny'], epochs=1, pretrain_epochs=1), m=16, k=8,
-                         grid=(Block('mpii', ('nonprivate',)), Block('mpii', tuple(METHODS), C=(.01,), epsilon=(.8,))),
-                         calibration=(Block('mpii', ('nonprivate',)), Block('mpii', ('dpsgd',), C=(.01,), epsilon=(.8,)))),
-    'quick': StudyPreset('full', REGIME_TRAIN, private_limit=4000, calibration=CALIBRATION, preregistered='d902d2a',
-                         grid=(Block('mpii', ('nonprivate',)), Block('mpii', tuple(METHODS), C=(1., .01), epsilon=(.2, .8)))),
-    'full':  StudyPreset('full', replace(REGIME_TRAIN, epochs=9), private_limit=5650, seeds=(0, 1, 2), calibration=CALIBRATION + HUMANART_GRID[:1],
-                         preregistered='d902d2a',
-                         grid=MPII_GRID + HUMANART_GRID),
-    'ablation': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=ablation_grid(), sgd_lr=3e-4, preregistered='a71019e',  # `quick`'s settings; η chosen on DP-SGD (regime notebook)
-                            calibration=tuple(Block('mpii', ('dpsgd',), C=(c,), epsilon=(.2, .8), switches=(('optimizer', 'sgd'), ('lr', round(eta / c, 12)), ('horizon', 50)))
-                                              for eta in SGD_ETAS for c in (1., .01))),
-    'paper-mpii':     StudyPreset('real', TRAIN_PRESETS['real'], grid=(MPII_GRID[0], replace(MPII_GRID[1], methods=PAPER_METHODS))),
-    'paper-humanart': StudyPreset('real', TRAIN_PRESETS['real'], grid=HUMANART_GRID),
-}
 
 # %% ../nbs/10_experiment.ipynb #eca1badb
 RUN_PARAMETERS = dict(preset='tiny', data=None, dataset='mpii', method='feature_projection', features='raw', strategy='finetune',
@@ -254,7 +173,7 @@ def versions()->dict:
     return {'python': platform.python_version(), **{p: md.version(p) for p in ('dphpe', 'torch', 'timm', 'opacus', 'fastai', 'numpy')}}
 
 # %% ../nbs/10_experiment.ipynb #edfc220d
-RESULT_MODULES = ('joints', 'synth', 'data', 'features', 'metrics', 'model', 'train', 'pretrain', 'privacy', 'clipping', 'methods', 'experiment')
+RESULT_MODULES = ('joints', 'synth', 'data', 'features', 'metrics', 'model', 'train', 'pretrain', 'privacy', 'clipping', 'methods', 'presets', 'experiment')
 
 def source_fingerprint()->str:
     "16-hex-digit SHA-256 of the source files of `RESULT_MODULES` as they are now, without nbdev's `# %%` cell markers."

@@ -4,13 +4,12 @@
 
 # %% ../nbs/09_methods.ipynb #13ed40dd
 from __future__ import annotations
-import multiprocessing as mp, resource, statistics, time
 import torch
 from torch.utils.data import DataLoader
 from opacus.optimizers import DPOptimizerFastGradientClipping
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from fastai.callback.core import Callback, CancelBatchException, CancelFitException
-from .model import PoseModel, STRATEGIES, simcc_targets, simcc_loss
+from .model import PoseModel, simcc_targets
 from .train import pose_batch, pose_images, pose_learner, preload_crops
 from .features import public_view, PublicView
 from .synth import MASK_LABELS
@@ -20,13 +19,12 @@ from .clipping import CLIPPING, clip_factors
 from .privacy import PrivacyPlan
 from fastai.data.core import DataLoaders
 from fastai.optimizer import OptimWrapper
-from fastai.torch_core import default_device
 from functools import partial
 
 # %% auto #0
 __all__ = ['METHODS', 'OPTIMIZERS', 'BASES', 'MASK_PRIVATE', 'SWITCH_METHODS', 'PublicSubspace', 'flat', 'unflat',
            'PoseDPOptimizer', 'poisson_loader', 'private_gradients', 'private_update', 'public_gradients',
-           'batch_means', 'PrivateStep', 'private_tokens', 'check_switch', 'private_learner', 'method_costs']
+           'batch_means', 'PrivateStep', 'private_tokens', 'check_switch', 'private_learner']
 
 # %% ../nbs/09_methods.ipynb #8e5003f3
 class PublicSubspace:
@@ -324,103 +322,3 @@ def private_learner(model:PoseModel, # model with its strategy set
     learn = pose_learner(model, dls, lr, wd, opt_func=opt_func, cbs=[step])
     learn.privacy = plan.record(0)
     return learn
-
-# %% ../nbs/09_methods.ipynb #1a524474
-def _peak_bytes(dev:torch.device)->int:
-    "Peak memory of this process so far: what the CUDA allocator held on a GPU, resident memory on a CPU."
-    return torch.cuda.max_memory_allocated(dev) if dev.type == 'cuda' else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, clipping, queue):
-    "Child process: median step seconds and peak extra memory (bytes) of `method` ('nonprivate' or a `METHODS` key)."
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    from dphpe.model import pose_model, set_strategy
-    dev = default_device()
-    sync = torch.cuda.synchronize if dev.type == 'cuda' else (lambda: None)  # time the GPU's work, not its queueing
-    model = set_strategy(pose_model(backbone, 16, input_size), strategy).train().to(dev)
-    feed = model.prefix_features if cached else (lambda images: images)  # cached: the frozen prefix's features stand in for the images
-    H, W = input_size
-    x, j, v = (a.to(dev) for a in (torch.rand(bs, 3, H, W), torch.rand(bs, 16, 2) * torch.tensor([W, H]) * .9, torch.ones(bs, 16)))
-    t, params, xf = simcc_targets(j, input_size), [p for p in model.parameters() if p.requires_grad], feed(x)
-    base = _peak_bytes(dev)  # the model and batch; the method's state counts
-    adamw = torch.optim.AdamW(params, lr=1e-5)
-    if method == 'nonprivate':
-        def step():
-            adamw.zero_grad()
-            simcc_loss(model(xf), t, v).backward()
-            adamw.step()
-    else:
-        spec = METHODS[method]
-        dp = PoseDPOptimizer(adamw, noise_multiplier=1., max_grad_norm=.01, expected_batch_size=bs, public_weight=spec['public_weight'],
-                             subspace=PublicSubspace(k).fit(torch.randn(m, sum(p.numel() for p in params)).to(dev)) if spec['project'] else None)
-        view = public_view(spec['view'], input_size) if spec['view'] else None
-        mask = torch.randint(0, 4, (bs, H, W), dtype=torch.uint8).to(dev)
-        psi = lambda: feed(view({'image': x, 'mask': mask}))  # ψ through the prefix: once per run when cached (`view_features`), else every step
-        cached_psi = psi() if cached and view else None
-        def step(): private_update(dp, *private_gradients(model, xf, t, v, .01, (cached_psi if cached else psi(), t, v) if view else None, clipping))
-    step()
-    sync()  # warm-up
-    ts = []
-    for _ in range(repeats):
-        s = time.perf_counter()
-        step()
-        sync()
-        ts.append(time.perf_counter() - s)
-    peak = _peak_bytes(dev)
-    res = {'seconds': statistics.median(ts), 'peak_extra_bytes': peak - base, 'peak_bytes': peak,
-           'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}
-    if method == 'projection':  # the refresh: m public per-sample gradients, then the Gram eigendecomposition
-        xp, jp = (a.to(dev) for a in (torch.rand(m, 3, H, W), torch.rand(m, 16, 2) * torch.tensor([W, H]) * .9))
-        xp, tp, vp = feed(xp), simcc_targets(jp, input_size), torch.ones(m, 16, device=dev)
-        def refresh():
-            PublicSubspace(k).fit(public_gradients(model, xp, tp, vp, clipping=clipping))
-            sync()
-        refresh()
-        ts = []  # warm-up, then the median of 3
-        for _ in range(3):
-            s = time.perf_counter()
-            refresh()
-            ts.append(time.perf_counter() - s)
-        res['refresh_seconds'] = statistics.median(ts)
-    queue.put(res)
-
-def _measure(method, strategy, cached, *args, clipping='ghost')->dict:
-    "`_step_cost` of one method in a fresh process (peak memory is per process on a CPU)."
-    from dphpe.methods import _step_cost  # spawned children import it from the package (also when called from a notebook)
-    backbone, input_size, bs, repeats, k, m = args
-    ctx = mp.get_context('spawn')
-    q = ctx.Queue()
-    p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, clipping, q))
-    p.start()
-    p.join()  # the result is a small dict: it fits the queue's pipe, so joining first cannot deadlock
-    if p.exitcode: raise RuntimeError(f"Benchmarking {method!r} failed in its process (exit code {p.exitcode}); its traceback is above.")
-    return q.get()
-
-def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
-                 input_size:tuple=(96, 64), # (H, W)
-                 strategy:str='finetune', # training strategy of the methods
-                 bs:int=24, # batch size
-                 repeats:int=10, # timed steps per method (median reported)
-                 k:int=50, m:int=100, refresh:int=50, # subspace rank, public samples, steps between refreshes
-                )->dict:
-    "Step time and peak extra memory of each method against the non-private step; ms per sample, with and without the prefix cache, and by both ways of clipping."
-    args, ms = (backbone, input_size, bs, repeats, k, m), lambda r: 1e3 * r['seconds'] / bs
-    from dphpe.model import pose_model, set_strategy
-    cached = set_strategy(pose_model(backbone, 16, input_size), strategy).prefix_frozen()  # as the runs train (`preload_crops`)
-    out = {meth: _measure(meth, strategy, cached, *args) for meth in ['nonprivate', *METHODS]}
-    ref = out['nonprivate']
-    res = {meth: {'time_ratio': r['seconds'] / ref['seconds'], 'mem_ratio': r['peak_extra_bytes'] / max(ref['peak_extra_bytes'], 1),
-                  'seconds': r['seconds'], 'ms_per_sample': ms(r), 'peak_extra_mb': r['peak_extra_bytes'] / 2**20, 'peak_mb': r['peak_bytes'] / 2**20}
-           for meth, r in out.items() if meth != 'nonprivate'}
-    res['nonprivate'] = {'seconds': ref['seconds'], 'ms_per_sample': ms(ref), 'peak_extra_mb': ref['peak_extra_bytes'] / 2**20,
-                         'peak_mb': ref['peak_bytes'] / 2**20, 'device': ref['device']}
-    res['projection_refresh_fraction'] = out['projection']['refresh_seconds'] / (refresh * out['projection']['seconds'])
-    res['nonprivate_ms_per_sample'] = {s: ms(ref) if s == strategy else ms(_measure('nonprivate', s, False, *args)) for s in STRATEGIES}
-    vmap = _measure('dpsgd', strategy, cached, *args, clipping='vmap')  # DP-SGD with torch.func's per-sample gradients, side by side
-    res['clipping'] = {'ghost': res['dpsgd']['ms_per_sample'], 'vmap': ms(vmap), 'vmap_time_ratio': vmap['seconds'] / ref['seconds'],
-                       'vmap_mem_ratio': vmap['peak_extra_bytes'] / max(ref['peak_extra_bytes'], 1)}
-    if cached:  # the same steps from the images, as before the cache: side by side, in one run
-        res['uncached_ms_per_sample'] = {meth: ms(_measure(meth, strategy, False, *args)) for meth in ('nonprivate', 'dpsgd')}
-        res['prefix_cache_speedup'] = {meth: v / res[meth]['ms_per_sample'] for meth, v in res['uncached_ms_per_sample'].items()}
-    return res
-

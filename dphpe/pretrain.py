@@ -18,9 +18,9 @@ from .model import PoseModel, pose_model, set_strategy, trainable_count, STRATEG
 from .train import pose_dataloaders, pose_learner, preload_crops, fit_pose, predict, persons_pckh, TrainOnPublicView, save_atomic, read_checkpoint
 
 # %% auto #0
-__all__ = ['TRAIN_PRESETS', 'PRETRAIN_FIELDS', 'FEATURES', 'TABLE1_ROWS', 'TrainConfig', 'train_pose', 'transfer_to_mpii',
-           'pretrain_cache', 'coco_split', 'pretrained_path', 'public_pretraining', 'load_public_model',
-           'initial_model', 'baseline', 'table1']
+__all__ = ['PRETRAIN_FIELDS', 'FEATURES', 'TABLE1_ROWS', 'TrainConfig', 'train_pose', 'transfer_to_mpii', 'pretrain_cache',
+           'coco_split', 'pretrained_path', 'public_pretraining', 'load_public_model', 'initial_model', 'baseline',
+           'table1']
 
 # %% ../nbs/07_pretrain.ipynb #eda485cd
 @dataclass(frozen=True)
@@ -43,12 +43,6 @@ class TrainConfig:
         d = {f: d[f] for f in fields} if fields else d
         return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
-TRAIN_PRESETS = {
-    'tiny':  TrainConfig(bs=16, epochs=2, pretrain_epochs=2),
-    'quick': TrainConfig(epochs=10, pretrain_epochs=10),
-    'full':  TrainConfig(epochs=25, pretrain_epochs=30),
-    'real':  TrainConfig('tinyvit_5m', (256, 192), epochs=25, pretrain_epochs=140, workers=8),
-}
 
 # %% ../nbs/07_pretrain.ipynb #a4a4df1c
 def train_pose(model:PoseModel, # model with its strategy set

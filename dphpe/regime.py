@@ -17,7 +17,8 @@ from .privacy import PrivacyPlan
 from .methods import PublicSubspace, public_gradients
 from .pretrain import public_pretraining, initial_model
 from .synth import synth_params
-from .experiment import STUDY_PRESETS, ALL_C, ALL_EPS, run_params, run_data, data_root
+from .presets import STUDY_PRESETS, ALL_C, ALL_EPS
+from .experiment import run_params, run_data, data_root
 from .report import collect_runs, paper_table, markdown_table
 
 # %% auto #0

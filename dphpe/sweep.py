@@ -18,7 +18,8 @@ from fastprogress.fastprogress import progress_bar
 import dphpe
 from .data import data_fingerprint
 from .train import read_checkpoint
-from .experiment import (STUDY_PRESETS, RUN_PARAMETERS, run_params, run_name, read_metrics, recorded_params, data_root,
+from .presets import STUDY_PRESETS
+from .experiment import (RUN_PARAMETERS, run_params, run_name, read_metrics, recorded_params, data_root,
                               code_fingerprint, write_json_atomic, run_data)
 from .pretrain import public_pretraining
 from .methods import METHODS
