@@ -231,7 +231,7 @@ def train_run(p:dict, # from `run_params`
     if not progress: learn.remove_cbs(learn.progress)
     fit_pose(learn, p['epochs'], cfg.lr, cfg.schedule, p['seed'], checkpoint, meta=meta, keep_best=p['select'] == 'best')
     step = learn.private_step  # a finished run took exactly epochs × 1/q Poisson steps (also when resumed or reloaded)
-    learn.privacy = step.plan.record(p['epochs'] * step.spe)
+    learn.privacy = step.plan.record(p['epochs'] * step.steps_per_epoch)
     return learn
 
 # %% ../nbs/10_experiment.ipynb #1c1a9ed5

@@ -20,6 +20,7 @@ from .privacy import PrivacyPlan
 from fastai.data.core import DataLoaders
 from fastai.optimizer import OptimWrapper
 from functools import partial
+from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['METHODS', 'OPTIMIZERS', 'BASES', 'MASK_PRIVATE', 'SWITCH_METHODS', 'PublicSubspace', 'flat', 'unflat',
@@ -165,75 +166,103 @@ class PrivateStep(Callback):
         if public_batch not in ('same', 'independent'): raise ValueError(f"public_batch must be 'same' or 'independent', got {public_batch!r}.")
         if clipping not in CLIPPING: raise ValueError(f"clipping must be one of {sorted(CLIPPING)}, got {clipping!r}.")
         if not refresh >= 1: raise ValueError(f"refresh must be at least 1 step, got {refresh!r}.")
-        self.plan, self.spe, self.view, self.public, self.refresh, self.seed, self.sigma_bins = plan, steps_per_epoch, view, public, refresh, seed, sigma_bins
+        self.plan, self.steps_per_epoch, self.refresh, self.seed, self.sigma_bins = plan, steps_per_epoch, refresh, seed, sigma_bins
+        self.view, self.public = view, public
         self.public_batch, self.clipping, self.basis_set, self.basis_batch = public_batch, clipping, basis_set or public, basis_batch
         self.private_view, self.public_in_sum, self.loss_scale = private_view, public_in_sum, loss_scale
     @property
     def dp(self)->PoseDPOptimizer: return self.learn.opt.opt
-    def batch_of(self, ds)->tuple:
-        "All of `ds` as one batch (`pose_batch`: images or prefix features first, images last) on the model's device, read once: its crops never change."
-        key, cache = (ds, self.dp.params[0].device), self.__dict__.setdefault('_batches', {})
-        if key not in cache: cache[key] = tuple(t.to(key[1]) for t in pose_batch([ds[i] for i in range(len(ds))]))
-        return cache[key]
-    @property
-    def spub(self)->tuple: return self.batch_of(self.public)
-    def before_fit(self):
-        if self.n_epoch * self.spe > self.plan.steps:
-            raise ValueError(f"{self.n_epoch} epochs are {self.n_epoch * self.spe} steps, more than the {self.plan.steps} the privacy "
-                             f"budget (ε={self.plan.epsilon}) was calibrated for; calibrate a plan for these epochs.")
-        dev = self.dp.params[0].device  # fastai's `TrainEvalCallback` (order -10) has moved the model to its device
-        if self.dp.generator.device != dev: self.dp.generator = torch.Generator(dev)  # noise is drawn beside the parameters; seeded per epoch
-    def before_epoch(self):
-        self.steps = self.epoch * self.spe  # every epoch is exactly 1/q steps: a resumed run knows what it spent
-        self.dp.generator.manual_seed(self.seed * 100_003 + self.epoch + 7)
-    def targets(self, joints): return simcc_targets(joints, self.dls.valid.dataset.input_size, self.model.head.k, self.sigma_bins)
-    def view_features(self, ds, view=None)->torch.Tensor:
-        "`view` (default ψ) of every preloaded crop of `ds` through the frozen prefix, on the model's device: computed once, as none of them changes while a run trains."
-        view = view or self.view
-        key, cache = (ds, view, self.dp.params[0].device), self.__dict__.setdefault('_view_features', {})
-        if key not in cache:
-            c, dev = ds.crops, key[2]
-            cache[key] = torch.cat([self.model.prefix_features(view({'image': c['image'][i:i+256].to(dev).float().div_(255), 'mask': c['mask'][i:i+256].to(dev)}))
-                                    for i in range(0, len(ds), 256)])
-        return cache[key]
-    def viewed(self, view, images, mask, features:bool, ds, rows)->torch.Tensor:
-        "`view` of a batch (rows `rows` of `ds`), through the frozen prefix when the model reads `features`: from the cache when `ds` is preloaded."
-        if features and rows is not None and ds.crops is not None: return self.view_features(ds, view)[rows.to(images.device)]
-        v = view({'image': images, 'mask': mask})
-        return self.model.prefix_features(v) if features else v
-    def public_pass(self, images, t, visible, mask, features:bool, index=None)->tuple:
-        "(ψ inputs, targets, visible) of this step's public pass: ψ of the same batch (rows `index`) or of B persons drawn from S_pub; its prefix `features`."
-        if self.view is None: return None
-        ds, rows = self.dls.train.dataset, index
-        if self.public_batch == 'independent':
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.steps)  # a function of the step: resumes identically
-            rows = torch.randint(len(self.public), (self.dp.expected_batch_size,), generator=g)
-            sp, ds = self.spub, self.public
-            images, t, visible, mask = pose_images(sp)[rows], self.targets(sp[1][rows]), sp[2][rows], sp[4][rows]
-        return self.viewed(self.view, images, mask, features, ds, rows), t, visible
-    def gradients(self, x, joints, visible, mask, images=None, index=None)->tuple:
-        "(clipped sum per parameter, per-sample losses, public gradient per parameter or None) of one batch; `x`: the images or their prefix features."
-        t, images = self.targets(joints), x if images is None else images
-        features = images is not x
-        public = self.public_pass(images, t, visible, mask, features, index)
-        if self.private_view is not None: x = self.viewed(self.private_view, images, mask, features, self.dls.train.dataset, index)
-        return private_gradients(self.model, x, t, visible, self.dp.max_grad_norm, public, self.clipping, self.public_in_sum, self.loss_scale)
-    def refit(self):
-        "Refit the subspace to the gradients of `basis_set` at the current weights: per sample, or batch means if `basis_batch`."
-        x, j, v, *_ = self.batch_of(self.basis_set)
-        G = public_gradients(self.model, x, self.targets(j), v, clipping=self.clipping)
-        self.dp.subspace.fit(batch_means(G, self.basis_batch) if self.basis_batch else G)
-    def before_batch(self):
-        if not self.training: return
-        if self.steps >= self.plan.steps: raise CancelFitException()  # the budget is spent
-        if self.dp.subspace is not None and (self.steps % self.refresh == 0 or self.steps == self.epoch * self.spe):
-            self.refit()  # every `refresh` steps and at each epoch's start (a resumed run needs V at the weights it resumes from)
-        x, joints, visible, index, mask, *_ = batch = (*self.xb, *self.yb)  # `pose_batch`'s order
-        losses = private_update(self.dp, *self.gradients(x, joints, visible, mask, pose_images(batch), index))
-        self.steps += 1
-        self.learn.loss = self.learn.loss_grad = losses.mean() if len(losses) else torch.zeros(())
-        raise CancelBatchException()  # fastai's own forward, backward and step are skipped
-    def after_fit(self): self.learn.privacy = self.plan.record(self.steps)
+
+# %% ../nbs/09_methods.ipynb #9b75423c
+@patch
+def before_fit(self:PrivateStep):
+    if self.n_epoch * self.steps_per_epoch > self.plan.steps:
+        raise ValueError(f"{self.n_epoch} epochs are {self.n_epoch * self.steps_per_epoch} steps, more than the {self.plan.steps} the privacy "
+                         f"budget (ε={self.plan.epsilon}) was calibrated for; calibrate a plan for these epochs.")
+    dev = self.dp.params[0].device  # fastai's `TrainEvalCallback` (order -10) has moved the model to its device
+    if self.dp.generator.device != dev: self.dp.generator = torch.Generator(dev)  # noise is drawn beside the parameters; seeded per epoch
+
+@patch
+def before_epoch(self:PrivateStep):
+    self.steps = self.epoch * self.steps_per_epoch  # every epoch is exactly 1/q steps: a resumed run knows what it spent
+    self.dp.generator.manual_seed(self.seed * 100_003 + self.epoch + 7)
+
+@patch
+def before_batch(self:PrivateStep):
+    if not self.training: return
+    if self.steps >= self.plan.steps: raise CancelFitException()  # the budget is spent
+    if self.dp.subspace is not None and (self.steps % self.refresh == 0 or self.steps == self.epoch * self.steps_per_epoch):
+        self.refit()  # every `refresh` steps and at each epoch's start (a resumed run needs V at the weights it resumes from)
+    x, joints, visible, index, mask, *_ = batch = (*self.xb, *self.yb)  # `pose_batch`'s order
+    losses = private_update(self.dp, *self.gradients(x, joints, visible, mask, pose_images(batch), index))
+    self.steps += 1
+    self.learn.loss = self.learn.loss_grad = losses.mean() if len(losses) else torch.zeros(())
+    raise CancelBatchException()  # fastai's own forward, backward and step are skipped
+
+@patch
+def after_fit(self:PrivateStep): self.learn.privacy = self.plan.record(self.steps)
+
+# %% ../nbs/09_methods.ipynb #3f9bb5d2
+@patch
+def targets(self:PrivateStep, joints): return simcc_targets(joints, self.dls.valid.dataset.input_size, self.model.head.k, self.sigma_bins)
+
+@patch
+def public_pass(self:PrivateStep, images, t, visible, mask, features:bool, index=None)->tuple:
+    "(ψ inputs, targets, visible) of this step's public pass: ψ of the same batch (rows `index`) or of B persons drawn from S_pub; its prefix `features`."
+    if self.view is None: return None
+    ds, rows = self.dls.train.dataset, index
+    if self.public_batch == 'independent':
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.steps)  # a function of the step: resumes identically
+        rows = torch.randint(len(self.public), (self.dp.expected_batch_size,), generator=g)
+        sp, ds = self.spub, self.public
+        images, t, visible, mask = pose_images(sp)[rows], self.targets(sp[1][rows]), sp[2][rows], sp[4][rows]
+    return self.viewed(self.view, images, mask, features, ds, rows), t, visible
+
+@patch
+def gradients(self:PrivateStep, x, joints, visible, mask, images=None, index=None)->tuple:
+    "(clipped sum per parameter, per-sample losses, public gradient per parameter or None) of one batch; `x`: the images or their prefix features."
+    t, images = self.targets(joints), x if images is None else images
+    features = images is not x
+    public = self.public_pass(images, t, visible, mask, features, index)
+    if self.private_view is not None: x = self.viewed(self.private_view, images, mask, features, self.dls.train.dataset, index)
+    return private_gradients(self.model, x, t, visible, self.dp.max_grad_norm, public, self.clipping, self.public_in_sum, self.loss_scale)
+
+# %% ../nbs/09_methods.ipynb #a310e201
+@patch
+def refit(self:PrivateStep):
+    "Refit the subspace to the gradients of `basis_set` at the current weights: per sample, or batch means if `basis_batch`."
+    x, j, v, *_ = self.batch_of(self.basis_set)
+    G = public_gradients(self.model, x, self.targets(j), v, clipping=self.clipping)
+    self.dp.subspace.fit(batch_means(G, self.basis_batch) if self.basis_batch else G)
+
+# %% ../nbs/09_methods.ipynb #46e0ae22
+@patch
+def batch_of(self:PrivateStep, ds)->tuple:
+    "All of `ds` as one batch (`pose_batch`: images or prefix features first, images last) on the model's device, read once: its crops never change."
+    key, cache = (ds, self.dp.params[0].device), self.__dict__.setdefault('_batches', {})
+    if key not in cache: cache[key] = tuple(t.to(key[1]) for t in pose_batch([ds[i] for i in range(len(ds))]))
+    return cache[key]
+
+@patch(as_prop=True)
+def spub(self:PrivateStep)->tuple: return self.batch_of(self.public)
+
+@patch
+def view_features(self:PrivateStep, ds, view=None)->torch.Tensor:
+    "`view` (default ψ) of every preloaded crop of `ds` through the frozen prefix, on the model's device: computed once, as none of them changes while a run trains."
+    view = view or self.view
+    key, cache = (ds, view, self.dp.params[0].device), self.__dict__.setdefault('_view_features', {})
+    if key not in cache:
+        c, dev = ds.crops, key[2]
+        cache[key] = torch.cat([self.model.prefix_features(view({'image': c['image'][i:i+256].to(dev).float().div_(255), 'mask': c['mask'][i:i+256].to(dev)}))
+                                for i in range(0, len(ds), 256)])
+    return cache[key]
+
+@patch
+def viewed(self:PrivateStep, view, images, mask, features:bool, ds, rows)->torch.Tensor:
+    "`view` of a batch (rows `rows` of `ds`), through the frozen prefix when the model reads `features`: from the cache when `ds` is preloaded."
+    if features and rows is not None and ds.crops is not None: return self.view_features(ds, view)[rows.to(images.device)]
+    v = view({'image': images, 'mask': mask})
+    return self.model.prefix_features(v) if features else v
 
 # %% ../nbs/09_methods.ipynb #3c827717
 METHODS = {

@@ -35,7 +35,8 @@ from .data import load_mpii, crop_person, affine_transform, transform_points, Po
 from .features import public_view
 from .model import STRATEGIES
 from .methods import METHODS as PRIVATE_METHODS
-from .experiment import read_metrics, STUDY_PRESETS, ABLATIONS, AUTHORS_CODE, PAPER_METHODS, _value
+from .presets import STUDY_PRESETS, ABLATIONS, AUTHORS_CODE, PAPER_METHODS
+from .experiment import read_metrics, _value
 from .sweep import grid
 
 # %% ../nbs/12_report.ipynb #d3c4a5ce

@@ -26,8 +26,8 @@ from .methods import METHODS
 
 # %% auto #0
 __all__ = ['STALE', 'BACKENDS', 'grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes', 'launch_run',
-           'record_status', 'run_result', 'notebook_error', 'execute_run', 'StaleRuns', 'plan_sweep', 'prepare',
-           'gpu_slots', 'sweep', 'slurm_executor', 'run_job', 'queued_runs', 'submit_runs', 'submitit_sweep',
+           'record_status', 'run_result', 'notebook_error', 'checked_result', 'execute_run', 'StaleRuns', 'plan_sweep',
+           'prepare', 'gpu_slots', 'sweep', 'slurm_executor', 'run_job', 'queued_runs', 'submit_runs', 'submitit_sweep',
            'sweep_status', 'estimate_seconds', 'sweep_plan']
 
 # %% ../nbs/11_sweep.ipynb #eb1b4aff
@@ -183,6 +183,16 @@ def notebook_error(path:Path)->str|None:
     except (OSError, ValueError): return None
     return next((f"{o.ename}: {o.evalue}" for c in cells for o in c.get('outputs', []) if o.output_type == 'error'), None)
 
+def checked_result(out:Path, # run directory of a run that has ended
+                   params:dict, # its parameters
+                  )->dict|None:
+    "The run's record if its notebook also passed every check after training, else None (a record whose checks failed moves to `metrics.failed.json`)."
+    m = run_result(out, params)
+    if m is not None and notebook_error(out/'run.ipynb'):
+        (out/'metrics.json').replace(out/'metrics.failed.json')
+        return None
+    return m
+
 def execute_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
                 out:Path, # run directory
                 log:bool=True, # output to `out/log.txt` (else here)
@@ -192,7 +202,7 @@ def execute_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
     out = Path(out).resolve()
     proc = launch_run(params, out, threads or len(os.sched_getaffinity(0)), log)
     proc.join()
-    if (m := run_result(out, params)) is None:
+    if (m := checked_result(out, params)) is None:
         why = notebook_error(out/'run.ipynb') or f"its process exited with code {proc.exitcode}"
         raise RuntimeError(f"run {proc.name} failed: {why} (see {out/'run.ipynb'}" + (f" and {out/'log.txt'})" if log else ")"))
     return m
@@ -259,7 +269,7 @@ def _schedule(todo, root, slots, threads, retries, ok, failed):
             p, attempt, gpu = running.pop(proc)
             proc.close()
             free.append(gpu)
-            if run_result(Path(root)/run_name(p), p) is not None:  # this run's record, not an earlier one
+            if checked_result(Path(root)/run_name(p), p) is not None:  # this run's record, not an earlier one
                 ok.append(p)
                 yield p
             elif attempt < retries: queue.append((p, attempt + 1))  # resumes from its checkpoint
@@ -390,7 +400,7 @@ def submitit_sweep(preset, done, todo, why, root, backend, jobs, retries, progre
             return {'done': [run_name(p) for p in done], 'ran': [], 'failed': [], 'submitted': [run_name(p) for p in submitted.values()], 'seconds': time.time() - t0}
         steps = _wait(list(submitted), poll)
         for _ in (progress_bar(steps, total=len(submitted)) if progress else steps): pass
-        ok += [p for p in todo if run_result(Path(root)/run_name(p), p) is not None]
+        ok += [p for p in todo if checked_result(Path(root)/run_name(p), p) is not None]
         todo = [p for p in todo if p not in ok]  # resumed from their checkpoints on the next attempt
     return _summary(preset, root, done, ok, todo, t0, progress)  # what is left failed every attempt
 
