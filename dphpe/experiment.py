@@ -176,11 +176,14 @@ def versions()->dict:
 RESULT_MODULES = ('joints', 'synth', 'data', 'features', 'metrics', 'model', 'train', 'pretrain', 'privacy', 'clipping', 'methods', 'presets', 'experiment')
 
 def source_fingerprint()->str:
-    "16-hex-digit SHA-256 of the source files of `RESULT_MODULES` as they are now, without nbdev's `# %%` cell markers."
+    "16-hex-digit SHA-256 of the source files of `RESULT_MODULES` (a package: each of its `.py`, sorted) as they are now, without nbdev's `# %%` cell markers."
     h = hashlib.sha256()
     for m in RESULT_MODULES:
-        src = Path(importlib.util.find_spec(f'dphpe.{m}').origin).read_text()
-        h.update('\n'.join(l for l in src.splitlines() if not l.startswith('# %%')).encode())
+        spec = importlib.util.find_spec(f'dphpe.{m}')
+        pkg = spec.submodule_search_locations
+        for f in sorted(Path(pkg[0]).glob('*.py')) if pkg else [Path(spec.origin)]:
+            src = f.read_text()
+            h.update('\n'.join(l for l in src.splitlines() if not l.startswith('# %%')).encode())
     return h.hexdigest()[:16]
 
 CODE_FINGERPRINT = source_fingerprint()  # read once, at import, when every module in `RESULT_MODULES` has just been imported
