@@ -75,7 +75,7 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
 
 def _measure(method, strategy, cached, *args, clipping='ghost')->dict:
     "`_step_cost` of one method in a fresh process (peak memory is per process on a CPU)."
-    from dphpe.methods import _step_cost  # spawned children import it from the package (also when called from a notebook)
+    from dphpe.bench import _step_cost  # spawned children import it from the package (also when called from a notebook)
     backbone, input_size, bs, repeats, k, m = args
     ctx = mp.get_context('spawn')
     q = ctx.Queue()
