@@ -23,7 +23,7 @@ from .features import Splits, make_splits
 from .methods import METHODS, flat, unflat
 from .model import trainable_count
 from .pretrain import public_pretraining, initial_model
-from .report import write_table, markdown_table
+from .report.tables import write_table, markdown_table
 from .synth import MASK_LABELS
 from .train import SimCCLoss, pose_batch
 from .presets import STUDY_PRESETS

@@ -93,7 +93,7 @@ def cmd_study(args):
     "`dphpe study`: data and protocol check, the sweep of the preset's grid and calibration, the report and the calibration checks, timed."
     from dphpe.presets import STUDY_PRESETS
     from dphpe.sweep import sweep
-    from dphpe.report import write_report
+    from dphpe.report.write import write_report
     if args.preset not in STUDY_PRESETS or STUDY_PRESETS[args.preset].data == 'real':
         raise ValueError(f"dphpe study runs an embedded preset ({', '.join(n for n, p in STUDY_PRESETS.items() if p.data != 'real')}), "
                          f"got {args.preset!r}; for real data use `dphpe sweep --preset paper-mpii --data DIR` on a GPU.")
@@ -175,7 +175,7 @@ def bench_costs(preset:str, # a key of `STUDY_PRESETS`
 
 def cmd_report(args):
     "`dphpe report`: tables and figures from run directories."
-    from dphpe.report import write_report
+    from dphpe.report.write import write_report
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/args.preset)
     files = write_report(runs, out)
     files += write_regime(runs, out)
@@ -259,7 +259,7 @@ def write_regime(runs:Path, # run directories of a report
                 )->list:
     "Write the regime card (`regime.json`, `regime.md`) of the one embedded preset the runs belong to beside its report; return the files."
     from dphpe.presets import STUDY_PRESETS
-    from dphpe.report import collect_runs
+    from dphpe.report.collect import collect_runs
     from dphpe.regime import regime_card, regime_markdown, card_json
     embedded = sorted(p for p in set(collect_runs(runs).preset) if p in STUDY_PRESETS and STUDY_PRESETS[p].data != 'real')
     if len(embedded) != 1: return []  # real data, or several presets mixed: no single card describes the report

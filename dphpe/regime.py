@@ -19,7 +19,9 @@ from .pretrain import public_pretraining, initial_model
 from .synth import synth_params
 from .presets import STUDY_PRESETS, ALL_C, ALL_EPS
 from .experiment import run_params, run_data, data_root
-from .report import collect_runs, paper_table, markdown_table
+from .report.collect import collect_runs
+from .report.tables import markdown_table
+from .report.paper import paper_table
 
 # %% auto #0
 __all__ = ['PAPER_SETTING', 'QUANTILES', 'ROWS', 'MIN_STEPS', 'noise_multiplier', 'regime_quantities', 'trainable_per_strategy',

@@ -1,5 +1,5 @@
 """An installed wheel of dphpe runs an experiment without a checkout: the experiment notebook ships as package data."""
-import json, os, subprocess, sys, zipfile
+import json, os, shutil, subprocess, sys, zipfile
 from pathlib import Path
 import pytest
 
@@ -9,8 +9,10 @@ REPO = Path(__file__).parents[1]
 @pytest.fixture(scope='module')
 def wheel(tmp_path_factory)->Path:
     "A wheel of this checkout, built with the setuptools already installed (no download)."
-    out = tmp_path_factory.mktemp('wheel')
-    subprocess.run([sys.executable, '-m', 'pip', 'wheel', '--quiet', '--no-deps', '--no-build-isolation', '-w', str(out), str(REPO)],
+    out, src = tmp_path_factory.mktemp('wheel'), tmp_path_factory.mktemp('source')/'dphpe'
+    skip = shutil.ignore_patterns('.git', '.venv', 'runs', 'build', 'dist', '*.egg-info', '_proc', '_docs', '__pycache__')
+    shutil.copytree(REPO, src, ignore=skip)  # a clean copy: setuptools builds in the source folder (build/), which stays untouched
+    subprocess.run([sys.executable, '-m', 'pip', 'wheel', '--quiet', '--no-deps', '--no-build-isolation', '-w', str(out), str(src)],
                    check=True, capture_output=True, text=True)
     return next(out.glob('dphpe-*.whl'))
 
