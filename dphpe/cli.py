@@ -127,8 +127,8 @@ def cmd_run(args):
     out = Path(args.out or Path(args.runs)/p['preset']/run_name(p))
     try: m = execute_run(params, out, log=not args.log_output)
     except RuntimeError as e: return _fail(e.args[0])
-    eps = f", epsilon spent {m['privacy']['epsilon_rdp']:.3f} (RDP) / {m['privacy']['epsilon_prv']:.3f} (PRV)" if m['privacy'] else ''
-    print(f"{m['name']}: {m['metric']} Mean {m['scores']['Mean']:.2f}{eps}, {m['seconds']:.0f} s of training -> {out}")
+    eps = f", epsilon spent {m.privacy['epsilon_rdp']:.3f} (RDP) / {m.privacy['epsilon_prv']:.3f} (PRV)" if m.privacy else ''
+    print(f"{m.name}: {m.metric} Mean {m.scores['Mean']:.2f}{eps}, {m.seconds:.0f} s of training -> {out}")
     return 0
 
 def where_filter(items:list)->dict:

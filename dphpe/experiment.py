@@ -5,7 +5,7 @@
 # %% ../nbs/10_experiment.ipynb #cfe49066
 from __future__ import annotations
 import hashlib, importlib.util, json, os, platform, subprocess, time
-from dataclasses import replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 import numpy as np, torch
@@ -23,9 +23,9 @@ from .methods import METHODS, private_learner, OPTIMIZERS, BASES, MASK_PRIVATE, 
 # %% auto #0
 __all__ = ['RUN_PARAMETERS', 'SWITCHES', 'DATASETS', 'NAMED', 'RESULT_MODULES', 'CODE_FINGERPRINT', 'HORIZON_PERSONS',
            'default_lr', 'run_params', 'off_default', 'run_name', 'data_root', 'dataset_persons', 'run_data',
-           'run_scores', 'write_json_atomic', 'read_metrics', 'recorded_params', 'versions', 'source_fingerprint',
-           'code_fingerprint', 'git_commit', 'run_fingerprint', 'train_run', 'final_predictions', 'best_predictions',
-           'run_experiment']
+           'run_scores', 'write_json_atomic', 'RunRecord', 'read_metrics', 'recorded_params', 'versions',
+           'source_fingerprint', 'code_fingerprint', 'git_commit', 'run_fingerprint', 'train_run', 'final_predictions',
+           'best_predictions', 'run_experiment']
 
 # %% ../nbs/10_experiment.ipynb #eca1badb
 RUN_PARAMETERS = dict(preset='tiny', data=None, dataset='mpii', method='feature_projection', features='raw', strategy='finetune',
@@ -154,12 +154,44 @@ def write_json_atomic(obj, path:Path):
     tmp.write_text(json.dumps(obj, indent=1, default=float))
     tmp.replace(path)
 
+@dataclass
+class RunRecord:
+    "What a finished run writes to `metrics.json` and what the sweep and the report read back."
+    name: str # the run's name (`run_name`)
+    params: dict # every run parameter, as `run_params` filled them in
+    off_default: dict = None # the parameters that differ from their defaults (`off_default`)
+    data_root: str = None # the dataset folder, resolved
+    synthetic: bool = False # whether that folder holds the embedded procedural data
+    metric: str = None # 'PCKh' (MPII) or 'PCK@0.1 box' (Human-Art)
+    scores: dict = None # {joint group, 'Mean', 'Mean@0.1': score}
+    coco: dict = None # pycocotools' OKS AP/AR (Human-Art), else None
+    privacy: dict = None # the privacy plan and the ε spent (`PrivacyPlan.record`); None for non-private runs
+    seconds: float = None # training time, in s
+    wall_seconds: float = None # the whole run's time, in s
+    epoch_seconds: list = None # training time of each epoch, in s
+    history: list = None # fastai's recorder values per epoch
+    history_names: list = None # their names
+    train_persons: int = None # |S_priv| the run trained on
+    public_persons: int = None # |S_pub|
+    valid_persons: int = None # persons scored
+    fingerprint: dict = None # {'code', 'data', 'commit'} the run was made from (`run_fingerprint`)
+    trainable: int = None # trained parameters
+    selected_epoch: int = None # the epoch whose predictions were scored
+    horizon: list = None # [[private step, Mean], …]: the validation curve, when asked for
+    versions: dict = None # Python and package versions (`versions`)
+    finished: str = None # when the record was written (ISO 8601, UTC)
+    def write(self, run_dir:Path)->Path:
+        "Write the record to `run_dir/metrics.json`, atomically; return the file."
+        write_json_atomic(asdict(self), Path(run_dir)/'metrics.json')
+        return Path(run_dir)/'metrics.json'
+
 def read_metrics(run_dir:Path, # a run directory
-                )->dict|None:
-    "The run's metrics if it finished (a valid `metrics.json` with `finished`), else None."
+                )->RunRecord|None:
+    "The run's record if it finished (a valid `metrics.json` with `finished`), else None; fields it lacks read as None."
     try: m = json.loads((Path(run_dir)/'metrics.json').read_text())
     except (OSError, ValueError): return None
-    return m if isinstance(m, dict) and m.get('finished') else None
+    if not (isinstance(m, dict) and m.get('finished') and 'name' in m and 'params' in m): return None
+    return RunRecord(**{f.name: m[f.name] for f in fields(RunRecord) if f.name in m})
 
 def recorded_params(params:dict, # the `params` of a run record (`metrics.json`)
                    )->dict|None:
@@ -261,8 +293,8 @@ def best_predictions(learn, # a trained pose `Learner` whose checkpoint kept its
 def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
                    out:Path, # the run directory
                    progress:bool=True, # show progress bars
-                  )->dict:
-    "Train and evaluate one configuration; write predictions, checkpoint and (last, atomically) `metrics.json` into `out`."
+                  )->RunRecord:
+    "Train and evaluate one configuration; write predictions, checkpoint and (last, atomically) its `RunRecord` into `out`."
     t0, p = time.time(), run_params(**params)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -276,13 +308,15 @@ def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
     np.save(out/'predictions.npy', pred)
     metric, scores, coco = run_scores(pred, splits.valid, p['dataset'], root)
     manifest = root/'manifest.json'
-    res = {'name': run_name(p), 'params': p, 'off_default': off_default(p), 'data_root': str(Path(root).resolve()),
-           'synthetic': manifest.exists() and json.loads(manifest.read_text()).get('synthetic', False),
-           'metric': metric, 'scores': scores, 'coco': coco, 'privacy': getattr(learn, 'privacy', None),
-           'seconds': float(sum(learn.epoch_seconds)), 'wall_seconds': time.time() - t0, 'epoch_seconds': learn.epoch_seconds,
-           'history': learn.recorder.values, 'history_names': list(learn.recorder.metric_names[1:-1]),
-           'train_persons': len(splits.private), 'public_persons': len(splits.public), 'valid_persons': len(splits.valid),
-           'fingerprint': run_fingerprint(root), 'trainable': trainable_count(learn.model), 'selected_epoch': getattr(learn, 'selected_epoch', p['epochs']),
-           'horizon': json.loads((out/'horizon.json').read_text()) if p['horizon'] else None, 'versions': versions(), 'finished': datetime.now(timezone.utc).isoformat(timespec='seconds')}
-    write_json_atomic(res, out/'metrics.json')
-    return res
+    record = RunRecord(run_name(p), p, off_default=off_default(p), data_root=str(Path(root).resolve()),
+                       synthetic=manifest.exists() and json.loads(manifest.read_text()).get('synthetic', False),
+                       metric=metric, scores=scores, coco=coco, privacy=getattr(learn, 'privacy', None),
+                       seconds=float(sum(learn.epoch_seconds)), wall_seconds=time.time() - t0, epoch_seconds=learn.epoch_seconds,
+                       history=learn.recorder.values, history_names=list(learn.recorder.metric_names[1:-1]),
+                       train_persons=len(splits.private), public_persons=len(splits.public), valid_persons=len(splits.valid),
+                       fingerprint=run_fingerprint(root), trainable=trainable_count(learn.model),
+                       selected_epoch=getattr(learn, 'selected_epoch', p['epochs']),
+                       horizon=json.loads((out/'horizon.json').read_text()) if p['horizon'] else None, versions=versions(),
+                       finished=datetime.now(timezone.utc).isoformat(timespec='seconds'))
+    record.write(out)
+    return record

@@ -19,7 +19,7 @@ import dphpe
 from .data import data_fingerprint
 from .train import read_checkpoint
 from .presets import STUDY_PRESETS
-from .experiment import (RUN_PARAMETERS, run_params, run_name, read_metrics, recorded_params, data_root,
+from .experiment import (RunRecord, RUN_PARAMETERS, run_params, run_name, read_metrics, recorded_params, data_root,
                               code_fingerprint, write_json_atomic, run_data)
 from .pretrain import public_pretraining
 from .methods import METHODS
@@ -158,21 +158,21 @@ def launch_run(params:dict, # run parameters, from `grid`
     proc.start()
     return proc
 
-def record_status(m:dict|None, # a finished record (from `read_metrics`), or None
+def record_status(m:RunRecord|None, # a finished record (from `read_metrics`), or None
                   params:dict, # the run's parameters
                   fingerprint:dict, # {'code', 'data'} of this checkout and of the run's data; a key left out is not checked
                  )->str:
     "'missing', 'other run' (other parameters), 'other data', 'other code' (or a record from before fingerprints) or 'current'."
     if m is None: return 'missing'
-    if recorded_params(m['params']) != run_params(**params): return 'other run'
-    made = m.get('fingerprint') or {}
+    if recorded_params(m.params) != run_params(**params): return 'other run'
+    made = m.fingerprint or {}
     if fingerprint.get('data') and made.get('data', fingerprint['data']) != fingerprint['data']: return 'other data'
     return 'current' if fingerprint.get('code') and made.get('code') == fingerprint['code'] else 'other code'
 
 def run_result(out:Path, # run directory
                params:dict, # run parameters (see `RUN_PARAMETERS`)
                fingerprint:dict=None, # {'data': …} to check the record against (see `record_status`); None: parameters only
-              )->dict|None:
+              )->RunRecord|None:
     "The finished record in `out` if it is the record of `params` (as `recorded_params` reads it, on the data of `fingerprint`), else None."
     m = read_metrics(out)
     return m if record_status(m, params, {**(fingerprint or {}), 'code': None}) in ('current', 'other code') else None
@@ -185,7 +185,7 @@ def notebook_error(path:Path)->str|None:
 
 def checked_result(out:Path, # run directory of a run that has ended
                    params:dict, # its parameters
-                  )->dict|None:
+                  )->RunRecord|None:
     "The run's record if its notebook also passed every check after training, else None (a record whose checks failed moves to `metrics.failed.json`)."
     m = run_result(out, params)
     if m is not None and notebook_error(out/'run.ipynb'):
@@ -197,8 +197,8 @@ def execute_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
                 out:Path, # run directory
                 log:bool=True, # output to `out/log.txt` (else here)
                 threads:int=None, # torch threads of the run (default: every CPU this process may use)
-               )->dict:
-    "Run the experiment notebook for `params` into `out` in a process of its own and wait; return its metrics."
+               )->RunRecord:
+    "Run the experiment notebook for `params` into `out` in a process of its own and wait; return its record."
     out = Path(out).resolve()
     proc = launch_run(params, out, threads or len(os.sched_getaffinity(0)), log)
     proc.join()
@@ -229,7 +229,7 @@ def plan_sweep(runs:list, # run parameters, from `grid`/`select`
     why = {n: s for p, n in named if (s := status(p, n)) != 'current'}
     if old := [n for n, s in why.items() if s == 'other code']:
         if stale == 'refuse':
-            made = (records[old[0]].get('fingerprint') or {}).get('code')
+            made = (records[old[0]].fingerprint or {}).get('code')
             raise StaleRuns(f"{len(old)} finished run(s) in {root} were made by other code than this checkout's (code {code}), e.g. {old[0]} "
                             f"({'code ' + made if made else 'recorded before runs kept a code fingerprint'}). "
                             "Keep their results with --stale keep, or run them again with --stale rerun.")
@@ -344,7 +344,7 @@ def run_job(params:dict, # run parameters
             out:str, # run directory
            )->str:
     "What a submitted job runs: the run's notebook, in a process of its own, with the job's CPUs; the run's name when its record is written."
-    return execute_run(params, Path(out), threads=int(os.environ.get('SLURM_CPUS_PER_TASK') or 0) or None)['name']
+    return execute_run(params, Path(out), threads=int(os.environ.get('SLURM_CPUS_PER_TASK') or 0) or None).name
 
 def _ledger(root:Path)->Path: return Path(root)/'.submitit'/'jobs.json'
 
@@ -452,8 +452,8 @@ def sweep_plan(preset:str, # a key of `STUDY_PRESETS`
     root = Path(runs or Path('runs')/preset)
     done, todo, _ = plan_sweep(select(grid(preset, data, blocks), where), root, stale)
     est = lambda p: estimate_seconds(p, costs, _persons(p['preset'], p['data'], p['dataset']))
-    seen = [(m['wall_seconds'], est(q)) for f in root.glob('*/metrics.json')
-            if (m := read_metrics(f.parent)) and 'wall_seconds' in m and (q := recorded_params(m['params']))]  # records that still check
+    seen = [(m.wall_seconds, est(q)) for f in root.glob('*/metrics.json')
+            if (m := read_metrics(f.parent)) and m.wall_seconds is not None and (q := recorded_params(m.params))]  # records that still check
     scale = float(np.median([w / e for w, e in seen])) if seen else 1.
     rows = {run_name(p): scale * est(p) for p in todo}
     return {'runs': rows, 'done': len(done), 'hours': sum(rows.values()) / 3600, 'device': costs.get('device', 'cpu'), 'scale': scale,

@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 import numpy as np, pandas as pd
 from ..presets import AUTHORS_CODE
-from ..experiment import read_metrics, _value
+from ..experiment import RunRecord, read_metrics, _value
 
 # %% auto #0
 __all__ = ['PRIVACY', 'FACTS', 'AUTHORS_KEYS', 'complete_run', 'switch_of', 'peak_score', 'run_row', 'listed', 'latest_runs',
@@ -16,8 +16,8 @@ __all__ = ['PRIVACY', 'FACTS', 'AUTHORS_KEYS', 'complete_run', 'switch_of', 'pea
 
 # %% ../../nbs/12b_collect.ipynb #d3c4a5ce
 def complete_run(path:Path, # a run's metrics.json
-                )->dict|None:
-    "The parsed `metrics.json` of a finished run (`dphpe.experiment.read_metrics`), else None with a warning naming the file."
+                )->RunRecord|None:
+    "The record of a finished run (`dphpe.experiment.read_metrics`), else None with a warning naming the file."
     if (m := read_metrics(Path(path).parent)) is None: warnings.warn(f"skipping {path}: not a finished run (unreadable, or no 'finished')")
     return m
 
@@ -37,22 +37,21 @@ def switch_of(off:dict|None, # a run's `off_default` parameters (None: a run rec
     if set(off) <= AUTHORS_KEYS: return 'authors_code', 'on'
     return '+'.join(off), ','.join(_value(v) for v in off.values())
 
-def peak_score(m:dict)->float:
+def peak_score(m:RunRecord)->float:
     "The best validation Mean PCKh@0.5 over a run's epochs (what `select='best'` reports), or NaN without a history."
-    names = m.get('history_names') or []
-    return max(h[names.index('PCKh@0.5')] for h in m['history']) if 'PCKh@0.5' in names and m.get('history') else np.nan
+    names = m.history_names or []
+    return max(h[names.index('PCKh@0.5')] for h in m.history) if 'PCKh@0.5' in names and m.history else np.nan
 
-def run_row(m:dict, # parsed metrics.json
+def run_row(m:RunRecord, # a finished run's record
             run_dir:Path, # the folder that holds it
            )->dict:
     "One flat row of a run: params, scores, `coco_*` metrics, privacy fields and run facts."
-    priv, coco = m.get('privacy') or {}, m.get('coco') or {}
-    return {**m['params'], **m['scores'], **{f'coco_{k}': v for k, v in coco.items()}, **{k: priv.get(k, np.nan) for k in PRIVACY},
-            'name': m.get('name', Path(run_dir).name), 'seconds': m.get('seconds', np.nan), 'synthetic': bool(m['synthetic']),
-            'metric': m['metric'], 'data_root': m.get('data_root'), 'run_dir': str(run_dir), 'finished': m['finished'],
-            'param_keys': ','.join(m['params']), 'score_keys': ','.join(m['scores']), **dict(zip(('switch', 'value'), switch_of(m.get('off_default')))),
-            'peak_Mean': peak_score(m), 'horizon': m.get('horizon'),
-            **{k: (m.get('fingerprint') or {}).get(k) for k in ('code', 'commit')}}
+    priv, coco, made = m.privacy or {}, m.coco or {}, m.fingerprint or {}
+    return {**m.params, **m.scores, **{f'coco_{k}': v for k, v in coco.items()}, **{k: priv.get(k, np.nan) for k in PRIVACY},
+            'name': m.name, 'seconds': np.nan if m.seconds is None else m.seconds, 'synthetic': bool(m.synthetic),
+            'metric': m.metric, 'data_root': m.data_root, 'run_dir': str(run_dir), 'finished': m.finished,
+            'param_keys': ','.join(m.params), 'score_keys': ','.join(m.scores), **dict(zip(('switch', 'value'), switch_of(m.off_default))),
+            'peak_Mean': peak_score(m), 'horizon': m.horizon, **{k: made.get(k) for k in ('code', 'commit')}}
 
 def listed(df:pd.DataFrame, # rows of `run_row`
            col:str, # 'param_keys' or 'score_keys'

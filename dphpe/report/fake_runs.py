@@ -4,10 +4,10 @@
 
 # %% ../../nbs/12a_fake_runs.ipynb #9fc052b4
 from __future__ import annotations
-import json
 from pathlib import Path
 import numpy as np
 from ..data import load_mpii
+from ..experiment import RunRecord, read_metrics
 
 # %% auto #0
 __all__ = ['FAKE_SCORES', 'FAKE_COCO', 'FAKE_GRID', 'fake_run', 'fake_study', 'fake_switched', 'fake_ablation']
@@ -24,7 +24,7 @@ def fake_run(runs:Path, # root of the run directories; the run goes to `<runs>/<
              preds:np.ndarray|None=None, # written as `predictions.npy` when given
              finished:bool=True, # False: a run still in progress (no `finished` field)
             )->Path:
-    "Write a run directory like `dphpe.experiment` does; return it."
+    "Write a run directory with its `RunRecord`, as `dphpe.experiment` does; return it."
     name = f"{dataset}-{method}-{strategy}-" + (features if method == 'nonprivate' else f"C{C}-eps{epsilon}") + f"-s{seed}"
     run_dir = Path(runs)/preset/name
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -34,10 +34,9 @@ def fake_run(runs:Path, # root of the run directories; the run goes to `<runs>/<
                                                        steps_taken=90, accountant='rdp', epsilon_rdp=epsilon - 1e-4, epsilon_prv=epsilon * .8)
     params = dict(preset=preset, data='', dataset=dataset, method=method, features=features, strategy=strategy, C=C, epsilon=epsilon,
                   delta=4e-5, k=50, m=100, public_weight=0.1, seed=seed, epochs=1, bs=32, accountant='rdp', public_batch='same')
-    metrics = dict(name=name, params=params, data_root=str(data_root), synthetic=synthetic, metric='PCKh' if dataset == 'mpii' else 'PCK@0.1 box',
-                   scores=scores, coco=coco, privacy=privacy, seconds=41.2, epoch_seconds=[41.2], train_persons=2800, valid_persons=600,
-                   trainable=319860, versions={}) | ({'finished': '2026-11-23T07:10:00'} if finished else {})
-    (run_dir/'metrics.json').write_text(json.dumps(metrics))
+    RunRecord(name, params, data_root=str(data_root), synthetic=synthetic, metric='PCKh' if dataset == 'mpii' else 'PCK@0.1 box',
+              scores=scores, coco=coco, privacy=privacy, seconds=41.2, epoch_seconds=[41.2], train_persons=2800, valid_persons=600,
+              trainable=319860, versions={}, finished='2026-11-23T07:10:00' if finished else None).write(run_dir)
     if preds is not None: np.save(run_dir/'predictions.npy', preds)
     return run_dir
 
@@ -81,13 +80,13 @@ def fake_switched(runs:Path, # root of the run directories; the run goes to `<ru
     made = fake_run(Path(runs)/'.new', method=method, C=C, epsilon=epsilon, seed=seed, mean=mean, preset='ablation')
     (Path(runs)/'ablation').mkdir(parents=True, exist_ok=True)
     run_dir = made.rename(Path(runs)/'ablation'/(made.name + ''.join(f'-{k}={v}' for k, v in (off or {}).items())))
-    metrics = json.loads((run_dir/'metrics.json').read_text())
-    metrics['params'].update(off or {})
-    metrics['off_default'] = {**(off or {}), 'horizon': 50}
-    metrics['history_names'] = ['train_loss', 'valid_loss', 'PCKh@0.5', 'PCKh Mean@0.1']
-    metrics['history'] = [[1, 1, peak, 1], [1, 1, mean, 1]]
-    metrics['horizon'] = [[50, mean - 10], [100, mean]]
-    (run_dir/'metrics.json').write_text(json.dumps(metrics))
+    record = read_metrics(run_dir)
+    record.params.update(off or {})
+    record.off_default = {**(off or {}), 'horizon': 50}
+    record.history_names = ['train_loss', 'valid_loss', 'PCKh@0.5', 'PCKh Mean@0.1']
+    record.history = [[1, 1, peak, 1], [1, 1, mean, 1]]
+    record.horizon = [[50, mean - 10], [100, mean]]
+    record.write(run_dir)
     return run_dir
 
 def fake_ablation(runs:Path, # folder to write the run directories in
