@@ -114,6 +114,7 @@ def private_gradients(model:PoseModel, # model in train mode
     sums = g.weighted_sum(W)
     return [w[0] for w in sums], s * g.losses[:n], ([w[1] for w in sums] if npub else None)
 
+# %% ../nbs/09_methods.ipynb #33061c41
 def private_update(dp:PoseDPOptimizer, # the optimizer over the model's trainable parameters
                    sums:list, # clipped sum per parameter, in parameter order
                    losses:torch.Tensor, # per-sample losses (returned)
@@ -126,6 +127,7 @@ def private_update(dp:PoseDPOptimizer, # the optimizer over the model's trainabl
     dp.zero_grad()
     return losses
 
+# %% ../nbs/09_methods.ipynb #9fbeba82
 def public_gradients(model:PoseModel, # model in train mode
                      images:torch.Tensor, # (m, …) public crops, or their prefix features
                      targets:tuple, # their SimCC targets
@@ -138,6 +140,7 @@ def public_gradients(model:PoseModel, # model in train mode
     return torch.cat([CLIPPING[clipping](model, images[i:i+bs], [t[i:i+bs] for t in targets], visible[i:i+bs]).per_sample(dtype)
                       for i in range(0, len(images), bs)])
 
+# %% ../nbs/09_methods.ipynb #cec19654
 def batch_means(G:torch.Tensor, # (m, p) per-sample gradients, in order
                 bs:int=32, # rows per batch
                )->torch.Tensor:

@@ -158,6 +158,7 @@ def launch_run(params:dict, # run parameters, from `grid`
     proc.start()
     return proc
 
+# %% ../nbs/11_sweep.ipynb #696bfaf1
 def record_status(m:RunRecord|None, # a finished record (from `read_metrics`), or None
                   params:dict, # the run's parameters
                   fingerprint:dict, # {'code', 'data'} of this checkout and of the run's data; a key left out is not checked
@@ -193,6 +194,7 @@ def checked_result(out:Path, # run directory of a run that has ended
         return None
     return m
 
+# %% ../nbs/11_sweep.ipynb #9a7fd5a5
 def execute_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
                 out:Path, # run directory
                 log:bool=True, # output to `out/log.txt` (else here)
@@ -279,6 +281,7 @@ def _schedule(todo, root, slots, threads, retries, ok, failed):
 
 BACKENDS = ('local', 'slurm', 'submitit-local')
 
+# %% ../nbs/11_sweep.ipynb #90bb5d8c
 def _plan_line(preset, done, todo, why, root, how)->str:
     "The sweep's first line: how many runs, done, to run (and why a finished record did not count as is), where."
     kept = {run_name(p) for p in done}
@@ -359,6 +362,7 @@ def queued_runs(root:Path, # the sweep's runs folder
     states = dict(l.split() for l in q.stdout.splitlines() if len(l.split()) == 2)
     return {n: states[j] for n, j in ledger.items() if j in states}
 
+# %% ../nbs/11_sweep.ipynb #45bfbe8e
 def submit_runs(todo:list, # run parameters
                 root:Path, # the sweep's runs folder
                 executor, # from `slurm_executor`
