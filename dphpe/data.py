@@ -15,10 +15,10 @@ from fastcore.basics import patch
 from .joints import JointLayout, MPII, COCO, flip_joints
 
 # %% auto #0
-__all__ = ['MPII_LAYOUT', 'COCO_LAYOUT', 'HUMANART_LAYOUT', 'NO_MASK', 'ANNOTATION_SUFFIXES', 'NOT_CONTENT', 'Person',
-           'DatasetError', 'read_json', 'check_files', 'mpii_center_scale', 'mpii_person', 'gt_headboxes', 'load_mpii',
-           'clean_bbox', 'box_center_scale', 'read_coco', 'coco_person', 'find_path', 'coco_persons', 'load_coco',
-           'load_humanart', 'invert_affine', 'affine_transform', 'transform_points', 'warp', 'load_image',
+__all__ = ['MPII_LAYOUT', 'COCO_LAYOUT', 'HUMANART_LAYOUT', 'NO_MASK', 'ANNOTATION_SUFFIXES', 'NOT_CONTENT', 'MAT_HEADER',
+           'Person', 'DatasetError', 'read_json', 'check_files', 'mpii_center_scale', 'mpii_person', 'gt_headboxes',
+           'load_mpii', 'clean_bbox', 'box_center_scale', 'read_coco', 'coco_person', 'find_path', 'coco_persons',
+           'load_coco', 'load_humanart', 'invert_affine', 'affine_transform', 'transform_points', 'warp', 'load_image',
            'crop_person', 'to_image_coords', 'sample_augmentation', 'crop_matrix', 'lr_permutation', 'PoseDataset',
            'data_fingerprint']
 
@@ -435,15 +435,21 @@ def preload(self:PoseDataset,
 # %% ../nbs/02_data.ipynb #e995e32a
 ANNOTATION_SUFFIXES = ('.json', '.mat', '.csv', '.txt')  # files `data_fingerprint` reads byte for byte
 NOT_CONTENT = ('manifest.json',)  # generation metadata (timings), not the dataset
+MAT_HEADER = 116  # bytes of a MAT file's descriptive text, which holds the time the file was written
+
+def _content(f:Path, legacy:bool)->str:
+    "What the fingerprint reads of file `f`: an annotation file's SHA-256 (a MAT file's after its header text, unless `legacy`), else its size."
+    if f.suffix not in ANNOTATION_SUFFIXES: return str(f.stat().st_size)
+    b = f.read_bytes()
+    return hashlib.sha256(b[MAT_HEADER:] if f.suffix == '.mat' and not legacy else b).hexdigest()
 
 def data_fingerprint(root:Path, # a dataset folder (synthetic or real; symbolic links are followed)
+                     legacy:bool=False, # read MAT files whole, as records made before their header was skipped did
                     )->str:
-    "16-hex-digit SHA-256 of the dataset under `root`: annotation files byte for byte, every other file by path and size."
+    "16-hex-digit SHA-256 of the dataset under `root`: annotation files byte for byte (MAT files after their header text), every other file by path and size."
     root, h = Path(root), hashlib.sha256()
     if not root.is_dir(): raise FileNotFoundError(f"{root} is not a dataset folder; give the folder holding mpii/, coco/ and humanart/.")
     files = sorted(Path(d, f) for d, _, fs in os.walk(root, followlinks=True) for f in fs
                    if not f.startswith('.') and f not in NOT_CONTENT and not f.endswith(('.tmp', '.lock')))
-    for f in files:
-        content = hashlib.sha256(f.read_bytes()).hexdigest() if f.suffix in ANNOTATION_SUFFIXES else f.stat().st_size
-        h.update(f"{f.relative_to(root).as_posix()}\t{content}\n".encode())
+    for f in files: h.update(f"{f.relative_to(root).as_posix()}\t{_content(f, legacy)}\n".encode())
     return h.hexdigest()[:16]

@@ -26,9 +26,9 @@ from .methods import METHODS
 
 # %% auto #0
 __all__ = ['STALE', 'BACKENDS', 'grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes', 'launch_run',
-           'record_status', 'run_result', 'notebook_error', 'checked_result', 'execute_run', 'StaleRuns', 'plan_sweep',
-           'prepare', 'gpu_slots', 'sweep', 'slurm_executor', 'run_job', 'queued_runs', 'submit_runs', 'submitit_sweep',
-           'sweep_status', 'estimate_seconds', 'sweep_plan']
+           'same_data', 'record_status', 'run_result', 'notebook_error', 'checked_result', 'execute_run', 'StaleRuns',
+           'plan_sweep', 'prepare', 'gpu_slots', 'sweep', 'slurm_executor', 'run_job', 'queued_runs', 'submit_runs',
+           'submitit_sweep', 'sweep_status', 'estimate_seconds', 'sweep_plan']
 
 # %% ../nbs/11_sweep.ipynb #eb1b4aff
 def grid(preset:str, # a key of `STUDY_PRESETS`
@@ -159,6 +159,21 @@ def launch_run(params:dict, # run parameters, from `grid`
     return proc
 
 # %% ../nbs/11_sweep.ipynb #696bfaf1
+_FOLDER_FINGERPRINTS = {}  # {folder: (legacy, current)}: a folder's two fingerprints, read once per process
+
+def _same_legacy_data(root:str, made:str, data:str)->bool:
+    "Whether folder `root` still holds what a record fingerprinted as `made` (MAT files read whole, as then) and its content is `data`."
+    if not (root and Path(root).is_dir()): return False
+    if root not in _FOLDER_FINGERPRINTS: _FOLDER_FINGERPRINTS[root] = data_fingerprint(root, legacy=True), data_fingerprint(root)
+    return _FOLDER_FINGERPRINTS[root] == (made, data)
+
+def same_data(m:RunRecord, # a finished record
+              data:str, # the fingerprint of the data the run would read now
+             )->bool:
+    "Whether the record was made on that data: the same fingerprint, none recorded, or (a record fingerprinted with MAT headers) its own folder, unchanged, with the same content."
+    made = (m.fingerprint or {}).get('data')
+    return made is None or made == data or _same_legacy_data(m.data_root, made, data)
+
 def record_status(m:RunRecord|None, # a finished record (from `read_metrics`), or None
                   params:dict, # the run's parameters
                   fingerprint:dict, # {'code', 'data'} of this checkout and of the run's data; a key left out is not checked
@@ -167,7 +182,7 @@ def record_status(m:RunRecord|None, # a finished record (from `read_metrics`), o
     if m is None: return 'missing'
     if recorded_params(m.params) != run_params(**params): return 'other run'
     made = m.fingerprint or {}
-    if fingerprint.get('data') and made.get('data', fingerprint['data']) != fingerprint['data']: return 'other data'
+    if fingerprint.get('data') and not same_data(m, fingerprint['data']): return 'other data'
     return 'current' if fingerprint.get('code') and made.get('code') == fingerprint['code'] else 'other code'
 
 def run_result(out:Path, # run directory
