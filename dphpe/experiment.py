@@ -182,8 +182,9 @@ class RunRecord:
     finished: str = None # when the record was written (ISO 8601, UTC)
     def write(self, run_dir:Path)->Path:
         "Write the record to `run_dir/metrics.json`, atomically; return the file."
-        write_json_atomic(asdict(self), Path(run_dir)/'metrics.json')
-        return Path(run_dir)/'metrics.json'
+        path = Path(run_dir)/'metrics.json'
+        write_json_atomic(asdict(self), path)
+        return path
 
 def read_metrics(run_dir:Path, # a run directory
                 )->RunRecord|None:

@@ -25,9 +25,9 @@ def _diffs(x, y)->list:
 
 def verdict(x, y)->str:
     "'holds (k/n)' when x ≥ y at all n positions where both are known, else 'does not hold (k/n)'; 'n/a' if none."
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = (x >= y)[~np.isnan(x) & ~np.isnan(y)]
-    return 'n/a' if not len(ok) else f"{'holds' if ok.all() else 'does not hold'} ({int(ok.sum())}/{len(ok)})"
+    gaps = _diffs(x, y)
+    k = sum(g >= 0 for g in gaps)
+    return f"{'holds' if k == len(gaps) else 'does not hold'} ({k}/{len(gaps)})" if gaps else 'n/a'
 
 # %% ../../nbs/12e_claims.ipynb #e133abc3
 @dataclass(frozen=True)
