@@ -4,13 +4,15 @@
 
 # %% ../nbs/09_methods.ipynb #13ed40dd
 from __future__ import annotations
+import hashlib, inspect
+from pathlib import Path
 import torch
 from torch.utils.data import DataLoader
 from opacus.optimizers import DPOptimizerFastGradientClipping
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from fastai.callback.core import Callback, CancelBatchException, CancelFitException
 from .model import PoseModel, simcc_targets
-from .train import pose_batch, pose_images, pose_learner, preload_crops
+from .train import pose_batch, pose_images, pose_learner, preload_crops, kept, crops_key, cache_folder
 from .features import public_view, PublicView
 from .synth import MASK_LABELS
 from .data import PoseDataset
@@ -25,7 +27,7 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['METHODS', 'OPTIMIZERS', 'BASES', 'MASK_PRIVATE', 'SWITCH_METHODS', 'PublicSubspace', 'flat', 'unflat',
            'PoseDPOptimizer', 'poisson_loader', 'private_gradients', 'private_update', 'public_gradients',
-           'batch_means', 'PrivateStep', 'private_tokens', 'check_switch', 'private_learner']
+           'batch_means', 'PrivateStep', 'view_key', 'private_tokens', 'check_switch', 'private_learner']
 
 # %% ../nbs/09_methods.ipynb #8e5003f3
 class PublicSubspace:
@@ -137,8 +139,9 @@ def public_gradients(model:PoseModel, # model in train mode
                      dtype=torch.float64, # of the result: `PublicSubspace.fit` works in float64
                     )->torch.Tensor:
     "(m, p) per-sample gradients of the public persons at the current weights, flattened in parameter order."
-    return torch.cat([CLIPPING[clipping](model, images[i:i+bs], [t[i:i+bs] for t in targets], visible[i:i+bs]).per_sample(dtype)
-                      for i in range(0, len(images), bs)])
+    chunks = [CLIPPING[clipping](model, images[i:i+bs], [t[i:i+bs] for t in targets], visible[i:i+bs]).per_sample(dtype)
+              for i in range(0, len(images), bs)]
+    return chunks[0] if len(chunks) == 1 else torch.cat(chunks)  # m ≤ bs (the default): no copy of the (m, p) float64 matrix
 
 # %% ../nbs/09_methods.ipynb #cec19654
 def batch_means(G:torch.Tensor, # (m, p) per-sample gradients, in order
@@ -165,6 +168,7 @@ class PrivateStep(Callback):
                  private_view=None, # view of the private pass (MaskDP's private tokens), or None for the whole crop
                  public_in_sum:bool=False, # clip the public rows into the noised sum too (the authors' scripts)
                  loss_scale:float=1., # multiply every loss by this before clipping
+                 cache:Path=None, # folder keeping ψ's prefix features between runs (see `kept`), or None
                 ):
         if public_batch not in ('same', 'independent'): raise ValueError(f"public_batch must be 'same' or 'independent', got {public_batch!r}.")
         if clipping not in CLIPPING: raise ValueError(f"clipping must be one of {sorted(CLIPPING)}, got {clipping!r}.")
@@ -172,7 +176,7 @@ class PrivateStep(Callback):
         self.plan, self.steps_per_epoch, self.refresh, self.seed, self.sigma_bins = plan, steps_per_epoch, refresh, seed, sigma_bins
         self.view, self.public = view, public
         self.public_batch, self.clipping, self.basis_set, self.basis_batch = public_batch, clipping, basis_set or public, basis_batch
-        self.private_view, self.public_in_sum, self.loss_scale = private_view, public_in_sum, loss_scale
+        self.private_view, self.public_in_sum, self.loss_scale, self.cache = private_view, public_in_sum, loss_scale, cache
     @property
     def dp(self)->PoseDPOptimizer: return self.learn.opt.opt
 
@@ -249,15 +253,24 @@ def batch_of(self:PrivateStep, ds)->tuple:
 @patch(as_prop=True)
 def spub(self:PrivateStep)->tuple: return self.batch_of(self.public)
 
+def view_key(view:PublicView)->str:
+    "16-hex-digit SHA-256 of a public view ψ: its class, settings and the source of its module."
+    h = hashlib.sha256(f'{type(view).__qualname__}|{sorted(vars(view).items())}'.encode())
+    h.update(Path(inspect.getfile(type(view))).read_bytes())
+    return h.hexdigest()[:16]
+
 @patch
 def view_features(self:PrivateStep, ds, view=None)->torch.Tensor:
-    "`view` (default ψ) of every preloaded crop of `ds` through the frozen prefix, on the model's device: computed once, as none of them changes while a run trains."
+    "`view` (default ψ) of every preloaded crop of `ds` through the frozen prefix, on the model's device: computed once, as none of them changes while a run trains (kept in `cache` between runs)."
     view = view or self.view
     key, cache = (ds, view, self.dp.params[0].device), self.__dict__.setdefault('_view_features', {})
     if key not in cache:
         c, dev = ds.crops, key[2]
-        cache[key] = torch.cat([self.model.prefix_features(view({'image': c['image'][i:i+256].to(dev).float().div_(255), 'mask': c['mask'][i:i+256].to(dev)}))
-                                for i in range(0, len(ds), 256)])
+        make = lambda: {'features': torch.cat([self.model.prefix_features(view({'image': c['image'][i:i+256].to(dev).float().div_(255),
+                                                                               'mask': c['mask'][i:i+256].to(dev)})).cpu()
+                                               for i in range(0, len(ds), 256)])}
+        name = f'{crops_key(ds, self.model.prefix())}-{view_key(view)}.pt'
+        cache[key] = (kept(self.cache/name, make) if self.cache else make())['features'].to(dev)
     return cache[key]
 
 @patch
@@ -319,6 +332,7 @@ def private_learner(model:PoseModel, # model with its strategy set
                     seed:int=42, # seed of sampling and noise
                     workers:int=0, # DataLoader worker processes
                     preload:bool=True, # decode the unaugmented crops once; at `finetune` also cache the frozen prefix's features
+                    cache:Path|bool=True, # folder keeping the preloaded crops and features between runs (True: `crop_cache()`)
                    ):
     "A fastai `Learner` that trains `model` with `method` under (ε, δ); its `privacy` holds the plan and ε spent."
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; choose one of {sorted(METHODS)} (or train non-privately).")
@@ -335,7 +349,7 @@ def private_learner(model:PoseModel, # model with its strategy set
         raise ValueError(f"Method {method!r} needs S_pub with at least k={k} persons, got {0 if public is None else len(public)}; "
                          "pass `public` (see `make_splits`) or lower k.")
     basis_set = PoseDataset(private.persons[:len(public)], private.input_size) if basis == 'authors' else public
-    if preload: preload_crops(model, *dict.fromkeys((private, valid, public, basis_set)))  # each dataset once
+    if preload: preload_crops(model, *dict.fromkeys((private, valid, public, basis_set)), cache=cache)  # each dataset once
     q = bs / len(private)
     train_dl = poisson_loader(private, bs, seed, workers)
     plan = PrivacyPlan.calibrate(epsilon, delta, q, epochs * len(train_dl), accountant)
@@ -350,7 +364,7 @@ def private_learner(model:PoseModel, # model with its strategy set
     view = public_view(spec['view'], valid.input_size) if spec['view'] else None
     step = PrivateStep(plan, len(train_dl), view, public, refresh, seed, public_batch=public_batch, clipping=clipping, basis_set=basis_set,
                        basis_batch=BASES[basis], private_view=private_tokens(valid.input_size) if mask_private == 'private_tokens' else None,
-                       public_in_sum=public_in_private_sum, loss_scale=loss_scale)
+                       public_in_sum=public_in_private_sum, loss_scale=loss_scale, cache=cache_folder(cache) if preload else None)
     learn = pose_learner(model, dls, lr, wd, opt_func=opt_func, cbs=[step])
     learn.privacy = plan.record(0)
     return learn

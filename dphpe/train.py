@@ -13,17 +13,20 @@ from fastai.callback.core import Callback
 from fastai.optimizer import OptimWrapper
 from fastai.torch_core import default_device
 from fastai.callback.schedule import ParamScheduler, SchedNo, combine_scheds, combined_cos
-import json, os, time
+import json, os, time, hashlib, inspect, dataclasses, pickle
+import PIL
 from pathlib import Path
 from .data import PoseDataset, to_image_coords
+from .synth.generate import synth_cache, file_lock
 from .metrics import pckh_groups, pck
 from .model import PoseModel, simcc_targets, simcc_loss, decode
 
 # %% auto #0
-__all__ = ['POSE_BATCH', 'SCHEDULES', 'pose_batch', 'pose_images', 'pose_dataloaders', 'preload_crops', 'SimCCLoss',
-           'image_coords', 'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict',
-           'ValidationCurve', 'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'save_atomic', 'CheckpointError',
-           'read_checkpoint', 'Checkpoint', 'restore', 'fit_pose']
+__all__ = ['POSE_BATCH', 'CROP_CACHE_VERSION', 'SCHEDULES', 'pose_batch', 'pose_images', 'pose_dataloaders', 'save_atomic',
+           'crop_cache', 'cache_folder', 'kept', 'crops_key', 'preload_crops', 'SimCCLoss', 'image_coords',
+           'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict', 'ValidationCurve',
+           'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'CheckpointError', 'read_checkpoint', 'Checkpoint',
+           'restore', 'fit_pose']
 
 # %% ../nbs/06_train.ipynb #7e4b6288
 POSE_BATCH = ('image', 'joints', 'visible', 'index', 'mask')
@@ -52,16 +55,74 @@ def pose_dataloaders(train:PoseDataset, # training crops
     dls.n_inp = 1  # images in; joints, visible and index are targets
     return dls
 
+# %% ../nbs/06_train.ipynb #16c0763c
+def save_atomic(obj, path:Path):
+    "`torch.save` to a temporary file, then rename: the file at `path` is always complete."
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + '.tmp')
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+# %% ../nbs/06_train.ipynb #8e4f82c8
+CROP_CACHE_VERSION = 1  # part of every key: bump it when what is kept changes meaning
+
+def crop_cache()->Path:
+    "Folder of the crops and prefix features kept between runs (`$DPHPE_CACHE/crops`, else `~/.cache/dphpe/crops`)."
+    return synth_cache().parent/'crops'
+
+def cache_folder(cache:Path|bool)->Path|None:
+    "The folder a `cache` argument names: True is `crop_cache()`, False none."
+    return crop_cache() if cache is True else (Path(cache) if cache else None)
+
+def kept(path:Path, # file of the kept tensors (a dict of tensors)
+         make, # function making them when `path` holds none, or an unreadable file
+        )->dict:
+    "What `make()` returns, read memory-mapped from `path` when a run made it before, else made and written there atomically."
+    with file_lock(Path(path).with_suffix('.lock')):  # parallel runs: one makes it, the others wait and read it
+        try: return torch.load(path, mmap=True, weights_only=True)
+        except (OSError, RuntimeError, EOFError, pickle.UnpicklingError): pass  # none yet (or a damaged file): make it
+        save_atomic(out := make(), path)
+        return out
+
+
+# %% ../nbs/06_train.ipynb #0aaf2beb
+def _person_bytes(p)->bytes:
+    "Every field of `Person` `p`, and the size and time of its image and label-map files."
+    out = [v.dtype.str.encode() + str(v.shape).encode() + v.tobytes() if isinstance(v, np.ndarray) else repr(v).encode()
+           for v in (getattr(p, f.name) for f in dataclasses.fields(p))]
+    out += [f"{(st := os.stat(f)).st_size}:{st.st_mtime_ns}".encode() for f in (p.image, p.mask) if f is not None]
+    return b'\t'.join(out) + b'\n'
+
+def crops_key(ds:PoseDataset, # a dataset without augmentation
+              prefix:torch.nn.Module=None, # the frozen prefix whose features are kept with the crops, or None
+             )->str:
+    "32-hex-digit SHA-256 of what `ds.preload` keeps: persons, files, crop size, cropping code, versions, and `prefix`."
+    h = hashlib.sha256(f'{CROP_CACHE_VERSION}|{torch.__version__}|{PIL.__version__}|{ds.input_size}'.encode())
+    h.update(Path(inspect.getfile(PoseDataset)).read_bytes())
+    for p in ds.persons: h.update(_person_bytes(p))
+    if prefix is not None:
+        h.update(f'{prefix}|{next(prefix.parameters()).device.type}'.encode())
+        for name, t in prefix.state_dict().items(): h.update(name.encode() + t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:32]
+
+
 # %% ../nbs/06_train.ipynb #4bc6d603
 def preload_crops(model:PoseModel, # the model about to train, its strategy set
                   *datasets:PoseDataset, # datasets to preload (None and augmented ones are skipped)
+                  cache:Path|bool=True, # folder keeping them between runs (True: `crop_cache()`; False: decode afresh)
                  ):
-    "Keep every crop of `datasets` in memory, with the model's prefix features when its strategy freezes the prefix."
+    "Keep every crop of `datasets` in memory, with the model's prefix features when its strategy freezes the prefix; read from `cache` when a run made the same."
     dev = default_device()
     model.to(dev)
-    features = (lambda x: model.prefix_features(x.to(dev)).cpu()) if model.prefix_frozen() else None
+    prefix = model.prefix() if model.prefix_frozen() else None
+    features = None if prefix is None else (lambda x: model.prefix_features(x.to(dev)).cpu())
+    folder = cache_folder(cache)
     for ds in datasets:
-        if ds is not None and not ds.augment: ds.preload(features)  # augmented crops change every epoch; the prefix differs between pretrained models
+        if ds is None or ds.augment: continue  # augmented crops change every epoch; the prefix differs between pretrained models
+        if not folder: ds.preload(features)
+        else: ds.crops = kept(folder/f'{crops_key(ds, prefix)}.pt', lambda: ds.preload(features).crops)
 
 
 # %% ../nbs/06_train.ipynb #875db53e
@@ -202,14 +263,6 @@ class SeedEpochs(Callback):
         torch.manual_seed(self.seed * 100_003 + self.epoch)
 
 # %% ../nbs/06_train.ipynb #2b67415e
-def save_atomic(obj, path:Path):
-    "`torch.save` to a temporary file, then rename: the file at `path` is always complete."
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + '.tmp')
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
 class CheckpointError(ValueError):
     "A checkpoint file that cannot be read: the message names the file and what to do."
 
