@@ -247,21 +247,22 @@ def train_run(p:dict, # from `run_params`
               progress:bool=True, # show fastai's progress bars
               cbs:list=(), # more fastai callbacks (e.g. the audit's)
              ):
-    "Train the run's model; return the fastai `Learner` (with `privacy` for private methods)."
+    "Train the run's model, its crops kept between runs (`preload_crops`); return the fastai `Learner` (with `privacy` for private methods)."
     cfg = replace(STUDY_PRESETS[p['preset']].train, seed=p['seed'], epochs=p['epochs'], bs=p['bs'], lr=p['lr'], wd=p['weight_decay'])
     model = initial_model(p['strategy'], cfg, pretrained, joints=len(splits.valid[0].layout))
     meta = {'params': {k: v for k, v in p.items() if k != 'data'}}
     if p['method'] == 'nonprivate':
-        return train_pose(model, splits.private, splits.valid, cfg, view=FEATURES[p['features']], checkpoint=checkpoint, meta=meta, progress=progress, cbs=cbs)
+        return train_pose(model, splits.private, splits.valid, cfg, view=FEATURES[p['features']], checkpoint=checkpoint, meta=meta, progress=progress, cbs=cbs,
+                          cache=True)
     ds = lambda persons, augment=False: PoseDataset(persons, cfg.input_size, augment=augment, seed=p['seed'])
     learn = private_learner(model, ds(splits.private, p['private_augment']), ds(splits.valid), p['method'], p['epsilon'], p['delta'], p['C'],
                             p['epochs'], p['bs'], cfg.lr, cfg.wd, public=ds(splits.public), k=p['k'], refresh=p['refresh'],
                             public_weight=p['public_weight'], accountant=p['accountant'], public_batch=p['public_batch'], optimizer=p['optimizer'],
                             basis=p['basis'], public_in_private_sum=p['public_in_private_sum'], loss_scale=p['loss_scale'],
-                            mask_private=p['mask_private'], seed=p['seed'], workers=cfg.workers)
+                            mask_private=p['mask_private'], seed=p['seed'], workers=cfg.workers, cache=True)
     if p['horizon']:
         subset = ds(splits.valid[:HORIZON_PERSONS])
-        preload_crops(model, subset)
+        preload_crops(model, subset, cache=True)
         learn.add_cb(ValidationCurve(p['horizon'], subset, Path(checkpoint).parent/'horizon.json'))
     learn.add_cbs(cbs)
     if not progress: learn.remove_cbs(learn.progress)

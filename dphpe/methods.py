@@ -332,7 +332,7 @@ def private_learner(model:PoseModel, # model with its strategy set
                     seed:int=42, # seed of sampling and noise
                     workers:int=0, # DataLoader worker processes
                     preload:bool=True, # decode the unaugmented crops once; at `finetune` also cache the frozen prefix's features
-                    cache:Path|bool=True, # folder keeping the preloaded crops and features between runs (True: `crop_cache()`)
+                    cache:Path|bool=False, # folder keeping the preloaded crops and features between runs (True: `crop_cache()`)
                    ):
     "A fastai `Learner` that trains `model` with `method` under (ε, δ); its `privacy` holds the plan and ε spent."
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; choose one of {sorted(METHODS)} (or train non-privately).")

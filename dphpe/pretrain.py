@@ -55,10 +55,11 @@ def train_pose(model:PoseModel, # model with its strategy set
                meta:dict=None, # run description stored in the checkpoint
                progress:bool=True, # show fastai's progress bars
                cbs:list=(), # more fastai callbacks
+               cache:Path|bool=False, # folder keeping the validation crops between runs (see `preload_crops`)
               )->Learner:
     "Train `model` non-privately on `train`, scoring `valid` each epoch; return the `Learner`."
     valid = PoseDataset(valid, cfg.input_size)
-    preload_crops(model, valid)  # decoded once; at `finetune` the frozen prefix's features too
+    preload_crops(model, valid, cache=cache)  # decoded once; at `finetune` the frozen prefix's features too
     dls = pose_dataloaders(PoseDataset(train, cfg.input_size, augment=True, seed=cfg.seed), valid, cfg.bs, cfg.workers, cfg.seed)
     view_cbs = [TrainOnPublicView(public_view(view, cfg.input_size))] if view else []
     learn = pose_learner(model, dls, cfg.lr, cfg.wd, cbs=[*view_cbs, *cbs])

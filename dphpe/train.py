@@ -111,7 +111,7 @@ def crops_key(ds:PoseDataset, # a dataset without augmentation
 # %% ../nbs/06_train.ipynb #4bc6d603
 def preload_crops(model:PoseModel, # the model about to train, its strategy set
                   *datasets:PoseDataset, # datasets to preload (None and augmented ones are skipped)
-                  cache:Path|bool=True, # folder keeping them between runs (True: `crop_cache()`; False: decode afresh)
+                  cache:Path|bool=False, # folder keeping them between runs (True: `crop_cache()`; False: decode afresh)
                  ):
     "Keep every crop of `datasets` in memory, with the model's prefix features when its strategy freezes the prefix; read from `cache` when a run made the same."
     dev = default_device()
