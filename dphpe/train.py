@@ -14,7 +14,7 @@ from fastai.optimizer import OptimWrapper
 from fastai.torch_core import default_device
 from fastai.callback.schedule import ParamScheduler, SchedNo, combine_scheds, combined_cos
 import json, os, time, hashlib, inspect, dataclasses, pickle
-import PIL
+import PIL, timm
 from pathlib import Path
 from .data import PoseDataset, to_image_coords
 from .synth.generate import synth_cache, file_lock
@@ -73,8 +73,9 @@ def crop_cache()->Path:
     return synth_cache().parent/'crops'
 
 def cache_folder(cache:Path|bool)->Path|None:
-    "The folder a `cache` argument names: True is `crop_cache()`, False none."
-    return crop_cache() if cache is True else (Path(cache) if cache else None)
+    "The folder a `cache` argument names: True is `crop_cache()` (none if `$DPHPE_CROP_CACHE` is 0), False none."
+    if cache is True: return None if os.environ.get('DPHPE_CROP_CACHE') == '0' else crop_cache()
+    return Path(cache) if cache else None
 
 def kept(path:Path, # file of the kept tensors (a dict of tensors)
          make, # function making them when `path` holds none, or an unreadable file
@@ -98,12 +99,12 @@ def _person_bytes(p)->bytes:
 def crops_key(ds:PoseDataset, # a dataset without augmentation
               prefix:torch.nn.Module=None, # the frozen prefix whose features are kept with the crops, or None
              )->str:
-    "32-hex-digit SHA-256 of what `ds.preload` keeps: persons, files, crop size, cropping code, versions, and `prefix`."
+    "32-hex-digit SHA-256 of what `ds.preload` keeps: persons, files, crop size, cropping code, versions (torch, Pillow, timm), and `prefix`."
     h = hashlib.sha256(f'{CROP_CACHE_VERSION}|{torch.__version__}|{PIL.__version__}|{ds.input_size}'.encode())
     h.update(Path(inspect.getfile(PoseDataset)).read_bytes())
     for p in ds.persons: h.update(_person_bytes(p))
     if prefix is not None:
-        h.update(f'{prefix}|{next(prefix.parameters()).device.type}'.encode())
+        h.update(f'{prefix}|{next(prefix.parameters()).device.type}|{timm.__version__}'.encode())
         for name, t in prefix.state_dict().items(): h.update(name.encode() + t.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()[:32]
 
