@@ -23,7 +23,7 @@ from .model import PoseModel, simcc_targets, simcc_loss, decode
 
 # %% auto #0
 __all__ = ['POSE_BATCH', 'CROP_CACHE_VERSION', 'SCHEDULES', 'pose_batch', 'pose_images', 'pose_dataloaders', 'save_atomic',
-           'crop_cache', 'cache_folder', 'kept', 'crops_key', 'preload_crops', 'SimCCLoss', 'image_coords',
+           'crop_cache', 'cache_folder', 'kept', 'prune', 'crops_key', 'preload_crops', 'SimCCLoss', 'image_coords',
            'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict', 'ValidationCurve',
            'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'CheckpointError', 'read_checkpoint', 'Checkpoint',
            'restore', 'fit_pose']
@@ -82,10 +82,30 @@ def kept(path:Path, # file of the kept tensors (a dict of tensors)
         )->dict:
     "What `make()` returns, read memory-mapped from `path` when a run made it before, else made and written there atomically."
     with file_lock(Path(path).with_suffix('.lock')):  # parallel runs: one makes it, the others wait and read it
-        try: return torch.load(path, mmap=True, weights_only=True)
+        try:
+            out = torch.load(path, mmap=True, weights_only=True)
+            os.utime(path)  # used now: the last to go when the folder is pruned
+            return out
         except (OSError, RuntimeError, EOFError, pickle.UnpicklingError): pass  # none yet (or a damaged file): make it
         save_atomic(out := make(), path)
-        return out
+    prune(Path(path).parent, keep=path)
+    return out
+
+def prune(folder:Path, # a folder of kept entries (`*.pt`)
+          budget:float=None, # bytes it may hold (default `$DPHPE_CROP_CACHE_GB`, else 20 GB)
+          keep:Path=None, # an entry never deleted (the one just written)
+         )->list:
+    "Delete the least recently used entries of `folder` until it holds at most `budget` bytes; return the deleted files."
+    budget = float(os.environ.get('DPHPE_CROP_CACHE_GB', 20)) * 2**30 if budget is None else budget
+    files = sorted(Path(folder).glob('*.pt'), key=lambda f: f.stat().st_mtime)  # least recently used first
+    total, gone = sum(f.stat().st_size for f in files), []
+    for f in files:
+        if total <= budget: break
+        if keep is not None and f == Path(keep): continue
+        total -= f.stat().st_size
+        f.unlink(missing_ok=True)  # a run reading it memory-mapped keeps its copy until it closes
+        gone.append(f)
+    return gone
 
 
 # %% ../nbs/06_train.ipynb #0aaf2beb
