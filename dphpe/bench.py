@@ -19,13 +19,14 @@ def _peak_bytes(dev:torch.device)->int:
     "Peak memory of this process so far: what the CUDA allocator held on a GPU, resident memory on a CPU."
     return torch.cuda.max_memory_allocated(dev) if dev.type == 'cuda' else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, clipping, queue):
+def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, clipping, precision, queue):
     "Child process: median step seconds and peak extra memory (bytes) of `method` ('nonprivate' or a `METHODS` key)."
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     from dphpe.model import pose_model, set_strategy
     dev = default_device()
     sync = torch.cuda.synchronize if dev.type == 'cuda' else (lambda: None)  # time the GPU's work, not its queueing
+    amp = lambda: torch.autocast(dev.type, dtype=torch.bfloat16, enabled=precision == 'bf16')  # the forward passes only (see `full_precision`)
     model = set_strategy(pose_model(backbone, 16, input_size), strategy).train().to(dev)
     feed = model.prefix_features if cached else (lambda images: images)  # cached: the frozen prefix's features stand in for the images
     H, W = input_size
@@ -36,7 +37,8 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
     if method == 'nonprivate':
         def step():
             adamw.zero_grad()
-            simcc_loss(model(xf), t, v).backward()
+            with amp(): loss = simcc_loss(model(xf), t, v)
+            loss.backward()
             adamw.step()
     else:
         spec = METHODS[method]
@@ -46,7 +48,9 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
         mask = torch.randint(0, 4, (bs, H, W), dtype=torch.uint8).to(dev)
         psi = lambda: feed(view({'image': x, 'mask': mask}))  # ψ through the prefix: once per run when cached (`view_features`), else every step
         cached_psi = psi() if cached and view else None
-        def step(): private_update(dp, *private_gradients(model, xf, t, v, .01, (cached_psi if cached else psi(), t, v) if view else None, clipping))
+        def step():
+            with amp(): clipped = private_gradients(model, xf, t, v, .01, (cached_psi if cached else psi(), t, v) if view else None, clipping)
+            private_update(dp, *clipped)
     step()
     sync()  # warm-up
     ts = []
@@ -57,12 +61,13 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
         ts.append(time.perf_counter() - s)
     peak = _peak_bytes(dev)
     res = {'seconds': statistics.median(ts), 'peak_extra_bytes': peak - base, 'peak_bytes': peak,
-           'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}
+           'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu', 'precision': precision}
     if method == 'projection':  # the refresh: m public per-sample gradients, then the Gram eigendecomposition
         xp, jp = (a.to(dev) for a in (torch.rand(m, 3, H, W), torch.rand(m, 16, 2) * torch.tensor([W, H]) * .9))
         xp, tp, vp = feed(xp), simcc_targets(jp, input_size), torch.ones(m, 16, device=dev)
         def refresh():
-            PublicSubspace(k).fit(public_gradients(model, xp, tp, vp, clipping=clipping))
+            with amp(): G = public_gradients(model, xp, tp, vp, clipping=clipping)
+            PublicSubspace(k).fit(G)
             sync()
         refresh()
         ts = []  # warm-up, then the median of 3
@@ -73,13 +78,13 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
         res['refresh_seconds'] = statistics.median(ts)
     queue.put(res)
 
-def _measure(method, strategy, cached, *args, clipping='ghost')->dict:
+def _measure(method, strategy, cached, *args, clipping='ghost', precision='fp32')->dict:
     "`_step_cost` of one method in a fresh process (peak memory is per process on a CPU)."
     from dphpe.bench import _step_cost  # spawned children import it from the package (also when called from a notebook)
     backbone, input_size, bs, repeats, k, m = args
     ctx = mp.get_context('spawn')
     q = ctx.Queue()
-    p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, clipping, q))
+    p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, clipping, precision, q))
     p.start()
     p.join()  # the result is a small dict: it fits the queue's pipe, so joining first cannot deadlock
     if p.exitcode: raise RuntimeError(f"Benchmarking {method!r} failed in its process (exit code {p.exitcode}); its traceback is above.")
@@ -91,12 +96,14 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
                  bs:int=24, # batch size
                  repeats:int=10, # timed steps per method (median reported)
                  k:int=50, m:int=100, refresh:int=50, # subspace rank, public samples, steps between refreshes
+                 precision:str='fp32', # 'bf16': forward passes under autocast (GPUs), norms and sums in float32
                 )->dict:
     "Step time and peak extra memory of each method against the non-private step; ms per sample, with and without the prefix cache, and by both ways of clipping."
+    if precision not in ('fp32', 'bf16'): raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}.")
     args, ms = (backbone, input_size, bs, repeats, k, m), lambda r: 1e3 * r['seconds'] / bs
     from dphpe.model import pose_model, set_strategy
     cached = set_strategy(pose_model(backbone, 16, input_size), strategy).prefix_frozen()  # as the runs train (`preload_crops`)
-    out = {meth: _measure(meth, strategy, cached, *args) for meth in ['nonprivate', *METHODS]}
+    out = {meth: _measure(meth, strategy, cached, *args, precision=precision) for meth in ['nonprivate', *METHODS]}
     ref = out['nonprivate']
     res = {meth: {'time_ratio': r['seconds'] / ref['seconds'], 'mem_ratio': r['peak_extra_bytes'] / max(ref['peak_extra_bytes'], 1),
                   'seconds': r['seconds'], 'ms_per_sample': ms(r), 'peak_extra_mb': r['peak_extra_bytes'] / 2**20, 'peak_mb': r['peak_bytes'] / 2**20}
@@ -104,12 +111,12 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
     res['nonprivate'] = {'seconds': ref['seconds'], 'ms_per_sample': ms(ref), 'peak_extra_mb': ref['peak_extra_bytes'] / 2**20,
                          'peak_mb': ref['peak_bytes'] / 2**20, 'device': ref['device']}
     res['projection_refresh_fraction'] = out['projection']['refresh_seconds'] / (refresh * out['projection']['seconds'])
-    res['nonprivate_ms_per_sample'] = {s: ms(ref) if s == strategy else ms(_measure('nonprivate', s, False, *args)) for s in STRATEGIES}
-    vmap = _measure('dpsgd', strategy, cached, *args, clipping='vmap')  # DP-SGD with torch.func's per-sample gradients, side by side
+    res['nonprivate_ms_per_sample'] = {s: ms(ref) if s == strategy else ms(_measure('nonprivate', s, False, *args, precision=precision)) for s in STRATEGIES}
+    vmap = _measure('dpsgd', strategy, cached, *args, clipping='vmap', precision=precision)  # DP-SGD with torch.func's per-sample gradients, side by side
     res['clipping'] = {'ghost': res['dpsgd']['ms_per_sample'], 'vmap': ms(vmap), 'vmap_time_ratio': vmap['seconds'] / ref['seconds'],
                        'vmap_mem_ratio': vmap['peak_extra_bytes'] / max(ref['peak_extra_bytes'], 1)}
     if cached:  # the same steps from the images, as before the cache: side by side, in one run
-        res['uncached_ms_per_sample'] = {meth: ms(_measure(meth, strategy, False, *args)) for meth in ('nonprivate', 'dpsgd')}
+        res['uncached_ms_per_sample'] = {meth: ms(_measure(meth, strategy, False, *args, precision=precision)) for meth in ('nonprivate', 'dpsgd')}
         res['prefix_cache_speedup'] = {meth: v / res[meth]['ms_per_sample'] for meth, v in res['uncached_ms_per_sample'].items()}
     return res
 

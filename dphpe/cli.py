@@ -307,7 +307,7 @@ def bench_summary(r:dict)->dict:
     rnd = lambda d, n=3: {k: round(v, n) for k, v in d.items()}
     return {**{m: rnd({k: r[m][k] for k in ('time_ratio', 'mem_ratio', 'ms_per_sample')}) for m in METHODS},
             'nonprivate_ms_per_sample': rnd(r['nonprivate_ms_per_sample']), 'projection_refresh_fraction': round(r['projection_refresh_fraction'], 4),
-            **{k: rnd(r[k]) for k in ('uncached_ms_per_sample', 'prefix_cache_speedup', 'clipping') if k in r}, 'device': r['nonprivate']['device']}
+            **{k: rnd(r[k]) for k in ('uncached_ms_per_sample', 'prefix_cache_speedup', 'clipping') if k in r}, 'device': r['nonprivate']['device'], 'precision': r['nonprivate']['precision']}
 
 def cmd_bench(args):
     "`dphpe bench`: step time and memory of each private method relative to the non-private step."
@@ -318,14 +318,14 @@ def cmd_bench(args):
     configs = {'embedded': dict(backbone=emb.backbone, input_size=emb.input_size, bs=args.bs or emb.bs)}
     if not args.quick:  # the paper's model at both strategies the GPU targets name
         configs |= {f'real {s}': dict(backbone='tinyvit_5m', input_size=(256, 192), bs=args.bs or 32, strategy=s) for s in ('finetune', 'finetune_full')}
-    res = {name: method_costs(**cfg, repeats=args.repeats) for name, cfg in configs.items()}
+    res = {name: method_costs(**cfg, repeats=args.repeats, precision=args.precision) for name, cfg in configs.items()}
     if args.json:
         print(json.dumps(bench_summary(res['embedded']) if args.quick else {n: bench_summary(r) for n, r in res.items()}))
         return 0
     for name, r in res.items():
         c = configs[name]
         print(f"{name} model ({c['backbone']}, {c['input_size'][0]}x{c['input_size'][1]}, batch {c['bs']}, {c.get('strategy', 'finetune')}, on {r['nonprivate']['device']}, "
-              f"medians of {args.repeats} steps): non-private step {r['nonprivate']['ms_per_sample']:.2f} ms per sample, {r['nonprivate']['peak_extra_mb']:.0f} MB")
+              f"{args.precision}, medians of {args.repeats} steps): non-private step {r['nonprivate']['ms_per_sample']:.2f} ms per sample, {r['nonprivate']['peak_extra_mb']:.0f} MB")
         for m in METHODS: print(f"  {m:<20}time x{r[m]['time_ratio']:.2f}   memory x{r[m]['mem_ratio']:.2f}   {r[m]['ms_per_sample']:.2f} ms per sample")
         print(f"  projection refresh: {100 * r['projection_refresh_fraction']:.1f}% of the step time it serves (every 50 steps)")
         cl = r['clipping']
@@ -435,6 +435,7 @@ def parser()->argparse.ArgumentParser:
     b.add_argument('--json', action='store_true', help='print the costs as JSON')
     b.add_argument('--bs', type=int, default=None, help="batch size (default: the preset's)")
     b.add_argument('--repeats', type=int, default=10, help='timed steps per method (the median is reported)')
+    b.add_argument('--precision', choices=('fp32', 'bf16'), default='fp32', help='bf16: forward passes under autocast (for GPUs); norms and sums stay float32')
     b.set_defaults(func=cmd_bench)
     for name, func, hlp in (('pretrain', cmd_pretrain, 'public (COCO) pretraining, cached'),
                             ('baselines', cmd_baselines, 'the six non-private baselines of paper Table 1')):

@@ -14,8 +14,8 @@ from .model import simcc_loss, per_sample_grads
 
 # %% auto #0
 __all__ = ['LAYER_RULES', 'CLIPPING', 'Materialised', 'Ghost', 'rows_to_samples', 'linear_rule', 'conv_rule', 'layer_norm_rule',
-           'group_norm_rule', 'attention_bias_rule', 'layer_rule', 'captured', 'flat_rows', 'LayerGradients',
-           'VmapGradients', 'clip_factors']
+           'group_norm_rule', 'attention_bias_rule', 'layer_rule', 'captured', 'flat_rows', 'full_precision',
+           'LayerGradients', 'VmapGradients', 'clip_factors']
 
 # %% ../nbs/08a_clipping.ipynb #8fcb9874
 class Materialised:
@@ -136,6 +136,12 @@ def flat_rows(grads:list, # per parameter, (n, *shape)
         i += k
     return out
 
+def _f32(t): return t if t is None else t.float()  # float32 stays itself: no copy
+
+def full_precision(t:torch.Tensor):
+    "A context that turns autocast off on `t`'s device: norms and clipped sums in float32 even when the forward ran in bf16."
+    return torch.autocast(t.device.type, enabled=False)
+
 class LayerGradients:
     "Per-sample gradient norms and weighted sums of per-sample gradients of a batch's SimCC losses, from one forward and one backward."
     def __init__(self, model:nn.Module, # the pose model, in train mode
@@ -148,29 +154,30 @@ class LayerGradients:
         with captured(model) as seen: losses = simcc_loss(model(x), targets, visible, reduction='none')
         if len({id(m) for m, *_ in seen}) != len(seen): raise ValueError("A trainable layer ran twice in one forward pass: its per-sample norm is not a sum over layers.")
         outs = torch.autograd.grad(losses.sum(), [o for *_, o in seen])
-        with torch.no_grad():
-            self.terms = [layer_rule(m)(m, a, g, len(x)) for (m, a, _), g in zip(seen, outs)]
+        with torch.no_grad(), full_precision(x):  # under autocast the forward ran in bf16: the norms and sums do not
+            self.terms = [layer_rule(m)(m, _f32(a), _f32(g), len(x)) for (m, a, _), g in zip(seen, outs)]
             self.norms = sum(t.norms2() for t in self.terms).clamp_min(0).sqrt()
-        self.losses = losses.detach()
+        self.losses = losses.detach().float()
     def _collect(self, parts:list, shape)->list:
         out = {p: v for part in parts for p, v in part.items()}
         return [out[p] if p in out else p.new_zeros(*shape, *p.shape) for p in self.params]  # a layer that did not run has no gradient
     @torch.no_grad()
     def weighted_sum(self, W:torch.Tensor)->list:
         "Σᵢ Wᵢᵣ gᵢ for each column r of `W` (n, r): one (r, *shape) tensor per trainable parameter, in the model's order."
-        return self._collect([t.weighted(W) for t in self.terms], (W.shape[1],))
+        with full_precision(W): return self._collect([t.weighted(W) for t in self.terms], (W.shape[1],))
     @torch.no_grad()
     def per_sample(self, dtype=None)->torch.Tensor:
         "(n, p) per-sample gradients, flattened in parameter order (in `dtype`: float64 for a subspace fit, without a float32 copy)."
-        return flat_rows(self._collect([t.per_sample() for t in self.terms], (len(self.losses),)), dtype)
+        with full_precision(self.losses): return flat_rows(self._collect([t.per_sample() for t in self.terms], (len(self.losses),)), dtype)
 
 class VmapGradients:
     "The same from the per-sample gradients that `torch.func` materialises (`per_sample_grads`): the reference."
     def __init__(self, model, x, targets, visible):
-        g, self.losses = per_sample_grads(model, x, targets, visible, with_loss=True)
-        self.grads = list(g.values())
+        g, losses = per_sample_grads(model, x, targets, visible, with_loss=True)
+        self.grads, self.losses = [_f32(t) for t in g.values()], losses.float()  # float32 also after a bf16 forward
         self.norms = torch.stack([t.flatten(1).norm(dim=1) for t in self.grads], 1).norm(dim=1)  # as Opacus: per parameter, then over them
-    def weighted_sum(self, W): return [(W.T @ g.flatten(1)).view(-1, *g.shape[1:]) for g in self.grads]
+    def weighted_sum(self, W):
+        with full_precision(W): return [(W.T @ g.flatten(1)).view(-1, *g.shape[1:]) for g in self.grads]
     def per_sample(self, dtype=None): return flat_rows(self.grads, dtype)
 
 CLIPPING = {'ghost': LayerGradients, 'vmap': VmapGradients}
