@@ -5,6 +5,7 @@
 # %% ../nbs/09c_bench.ipynb #b621c5d9
 from __future__ import annotations
 import multiprocessing as mp, resource, statistics, time
+from functools import partial
 import torch
 from fastai.torch_core import default_device
 from .model import STRATEGIES, simcc_targets, simcc_loss
@@ -101,9 +102,10 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
     "Step time and peak extra memory of each method against the non-private step; ms per sample, with and without the prefix cache, and by both ways of clipping."
     if precision not in ('fp32', 'bf16'): raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}.")
     args, ms = (backbone, input_size, bs, repeats, k, m), lambda r: 1e3 * r['seconds'] / bs
+    measure = partial(_measure, precision=precision)  # every step below at this precision
     from dphpe.model import pose_model, set_strategy
     cached = set_strategy(pose_model(backbone, 16, input_size), strategy).prefix_frozen()  # as the runs train (`preload_crops`)
-    out = {meth: _measure(meth, strategy, cached, *args, precision=precision) for meth in ['nonprivate', *METHODS]}
+    out = {meth: measure(meth, strategy, cached, *args) for meth in ['nonprivate', *METHODS]}
     ref = out['nonprivate']
     res = {meth: {'time_ratio': r['seconds'] / ref['seconds'], 'mem_ratio': r['peak_extra_bytes'] / max(ref['peak_extra_bytes'], 1),
                   'seconds': r['seconds'], 'ms_per_sample': ms(r), 'peak_extra_mb': r['peak_extra_bytes'] / 2**20, 'peak_mb': r['peak_bytes'] / 2**20}
@@ -111,12 +113,12 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
     res['nonprivate'] = {'seconds': ref['seconds'], 'ms_per_sample': ms(ref), 'peak_extra_mb': ref['peak_extra_bytes'] / 2**20,
                          'peak_mb': ref['peak_bytes'] / 2**20, 'device': ref['device']}
     res['projection_refresh_fraction'] = out['projection']['refresh_seconds'] / (refresh * out['projection']['seconds'])
-    res['nonprivate_ms_per_sample'] = {s: ms(ref) if s == strategy else ms(_measure('nonprivate', s, False, *args, precision=precision)) for s in STRATEGIES}
-    vmap = _measure('dpsgd', strategy, cached, *args, clipping='vmap', precision=precision)  # DP-SGD with torch.func's per-sample gradients, side by side
+    res['nonprivate_ms_per_sample'] = {s: ms(ref) if s == strategy else ms(measure('nonprivate', s, False, *args)) for s in STRATEGIES}
+    vmap = measure('dpsgd', strategy, cached, *args, clipping='vmap')  # DP-SGD with torch.func's per-sample gradients, side by side
     res['clipping'] = {'ghost': res['dpsgd']['ms_per_sample'], 'vmap': ms(vmap), 'vmap_time_ratio': vmap['seconds'] / ref['seconds'],
                        'vmap_mem_ratio': vmap['peak_extra_bytes'] / max(ref['peak_extra_bytes'], 1)}
     if cached:  # the same steps from the images, as before the cache: side by side, in one run
-        res['uncached_ms_per_sample'] = {meth: ms(_measure(meth, strategy, False, *args, precision=precision)) for meth in ('nonprivate', 'dpsgd')}
+        res['uncached_ms_per_sample'] = {meth: ms(measure(meth, strategy, False, *args)) for meth in ('nonprivate', 'dpsgd')}
         res['prefix_cache_speedup'] = {meth: v / res[meth]['ms_per_sample'] for meth, v in res['uncached_ms_per_sample'].items()}
     return res
 

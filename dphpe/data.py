@@ -392,7 +392,7 @@ class PoseDataset(Dataset):
         bad = set(aug_kwargs) - {'scale_factor', 'rot_factor', 'rot_prob', 'flip_prob'}
         if bad: raise TypeError(f"Unknown augmentation option(s) {sorted(bad)}; choose from scale_factor, rot_factor, rot_prob, flip_prob.")
         self.persons, self.input_size, self.augment, self.seed, self.aug_kwargs = list(persons), tuple(input_size), augment, seed, aug_kwargs
-        self.epoch, self.crops = 0, None  # `crops`: every item decoded once (see `preload`)
+        self.epoch, self.crops, self.kept_key = 0, None, None  # `crops`: every item decoded once (see `preload`); `kept_key`: their key on disk (`preload_crops`)
     def __len__(self): return len(self.persons)
     def set_epoch(self, epoch:int): self.epoch = epoch
     def augmentation(self, i:int)->tuple:

@@ -12,7 +12,7 @@ from opacus.optimizers import DPOptimizerFastGradientClipping
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from fastai.callback.core import Callback, CancelBatchException, CancelFitException
 from .model import PoseModel, simcc_targets
-from .train import pose_batch, pose_images, pose_learner, preload_crops, kept, crops_key, cache_folder
+from .train import pose_batch, pose_images, pose_learner, preload_crops, kept, cache_folder
 from .features import public_view, PublicView
 from .synth import MASK_LABELS
 from .data import PoseDataset
@@ -269,8 +269,8 @@ def view_features(self:PrivateStep, ds, view=None)->torch.Tensor:
         make = lambda: {'features': torch.cat([self.model.prefix_features(view({'image': c['image'][i:i+256].to(dev).float().div_(255),
                                                                                'mask': c['mask'][i:i+256].to(dev)})).cpu()
                                                for i in range(0, len(ds), 256)])}
-        name = f'{crops_key(ds, self.model.prefix())}-{view_key(view)}.pt'
-        cache[key] = (kept(self.cache/name, make) if self.cache else make())['features'].to(dev)
+        kept_here = self.cache and ds.kept_key  # the crops were kept under this key by `preload_crops`
+        cache[key] = (kept(self.cache/f'{ds.kept_key}-{view_key(view)}.pt', make) if kept_here else make())['features'].to(dev)
     return cache[key]
 
 @patch

@@ -143,7 +143,9 @@ def preload_crops(model:PoseModel, # the model about to train, its strategy set
     for ds in datasets:
         if ds is None or ds.augment: continue  # augmented crops change every epoch; the prefix differs between pretrained models
         if not folder: ds.preload(features)
-        else: ds.crops = kept(folder/f'{crops_key(ds, prefix)}.pt', lambda: ds.preload(features).crops)
+        else:
+            ds.kept_key = crops_key(ds, prefix)  # also names what is kept of these crops later (ψ's features)
+            ds.crops = kept(folder/f'{ds.kept_key}.pt', lambda: ds.preload(features).crops)
 
 
 # %% ../nbs/06_train.ipynb #875db53e
