@@ -4,21 +4,45 @@
 
 # %% ../nbs/09c_bench.ipynb #b621c5d9
 from __future__ import annotations
-import multiprocessing as mp, resource, statistics, time
+import multiprocessing as mp, json, os, resource, statistics, tempfile, time
+from contextlib import contextmanager
 from functools import partial
 import torch
+from torch.profiler import profile, ProfilerActivity
 from fastai.torch_core import default_device
 from .model import STRATEGIES, simcc_targets, simcc_loss
 from .features import public_view
 from .methods import METHODS, PoseDPOptimizer, PublicSubspace, private_gradients, private_update, public_gradients
 
 # %% auto #0
-__all__ = ['method_costs']
+__all__ = ['method_costs', 'bench_summary']
 
 # %% ../nbs/09c_bench.ipynb #1a524474
 def _peak_bytes(dev:torch.device)->int:
     "Peak memory of this process so far: what the CUDA allocator held on a GPU, resident memory on a CPU."
     return torch.cuda.max_memory_allocated(dev) if dev.type == 'cuda' else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+@contextmanager
+def _quiet_stderr():
+    "Silence file descriptor 2 (the profiler's C++ start and stop lines) for the duration."
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try: yield
+    finally: os.dup2(saved, 2); os.close(saved); os.close(null)
+
+def _step_peak_bytes(step, dev:torch.device)->int:
+    "Peak bytes of the tensors one call of `step` allocates and holds at once: the CUDA allocator's count on a GPU, the CPU allocator's as torch's profiler reports it."
+    if dev.type == 'cuda':
+        torch.cuda.synchronize(dev); torch.cuda.reset_peak_memory_stats(dev)
+        start = torch.cuda.memory_allocated(dev)
+        step(); torch.cuda.synchronize(dev)
+        return torch.cuda.max_memory_allocated(dev) - start
+    os.environ.setdefault('KINETO_LOG_LEVEL', '5')
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof: step()
+    with tempfile.TemporaryDirectory() as d:  # the chrome trace carries the running total of allocated bytes
+        prof.export_chrome_trace(f'{d}/trace.json')
+        events = json.load(open(f'{d}/trace.json'))['traceEvents']
+    return max([0, *(e['args']['Total Allocated'] for e in events if e.get('name') == '[memory]')])  # tensors freed from before the step are not counted
 
 def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, clipping, precision, queue):
     "Child process: median step seconds and peak extra memory (bytes) of `method` ('nonprivate' or a `METHODS` key)."
@@ -61,7 +85,7 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
         sync()
         ts.append(time.perf_counter() - s)
     peak = _peak_bytes(dev)
-    res = {'seconds': statistics.median(ts), 'peak_extra_bytes': peak - base, 'peak_bytes': peak,
+    res = {'seconds': statistics.median(ts), 'step_peak_bytes': _step_peak_bytes(step, dev), 'peak_extra_bytes': peak - base, 'peak_bytes': peak,
            'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu', 'precision': precision}
     if method == 'projection':  # the refresh: m public per-sample gradients, then the Gram eigendecomposition
         xp, jp = (a.to(dev) for a in (torch.rand(m, 3, H, W), torch.rand(m, 16, 2) * torch.tensor([W, H]) * .9))
@@ -99,7 +123,7 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
                  k:int=50, m:int=100, refresh:int=50, # subspace rank, public samples, steps between refreshes
                  precision:str='fp32', # 'bf16': forward passes under autocast (GPUs), norms and sums in float32
                 )->dict:
-    "Step time and peak extra memory of each method against the non-private step; ms per sample, with and without the prefix cache, and by both ways of clipping."
+    "Step time and peak memory of each method against the non-private step; ms per sample, with and without the prefix cache, and by both ways of clipping."
     if precision not in ('fp32', 'bf16'): raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}.")
     args, ms = (backbone, input_size, bs, repeats, k, m), lambda r: 1e3 * r['seconds'] / bs
     measure = partial(_measure, precision=precision)  # every step below at this precision
@@ -107,18 +131,29 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
     cached = set_strategy(pose_model(backbone, 16, input_size), strategy).prefix_frozen()  # as the runs train (`preload_crops`)
     out = {meth: measure(meth, strategy, cached, *args) for meth in ['nonprivate', *METHODS]}
     ref = out['nonprivate']
-    res = {meth: {'time_ratio': r['seconds'] / ref['seconds'], 'mem_ratio': r['peak_extra_bytes'] / max(ref['peak_extra_bytes'], 1),
-                  'seconds': r['seconds'], 'ms_per_sample': ms(r), 'peak_extra_mb': r['peak_extra_bytes'] / 2**20, 'peak_mb': r['peak_bytes'] / 2**20}
+    mem = lambda r, key: r[key] / max(ref[key], 1)
+    res = {meth: {'time_ratio': r['seconds'] / ref['seconds'], 'mem_ratio': mem(r, 'step_peak_bytes'), 'process_mem_ratio': mem(r, 'peak_extra_bytes'),
+                  'seconds': r['seconds'], 'ms_per_sample': ms(r), 'step_peak_mb': r['step_peak_bytes'] / 2**20,
+                  'peak_extra_mb': r['peak_extra_bytes'] / 2**20, 'peak_mb': r['peak_bytes'] / 2**20}
            for meth, r in out.items() if meth != 'nonprivate'}
-    res['nonprivate'] = {'seconds': ref['seconds'], 'ms_per_sample': ms(ref), 'peak_extra_mb': ref['peak_extra_bytes'] / 2**20,
-                         'peak_mb': ref['peak_bytes'] / 2**20, 'device': ref['device']}
+    res['nonprivate'] = {'seconds': ref['seconds'], 'ms_per_sample': ms(ref), 'step_peak_mb': ref['step_peak_bytes'] / 2**20,
+                         'peak_extra_mb': ref['peak_extra_bytes'] / 2**20, 'peak_mb': ref['peak_bytes'] / 2**20, 'device': ref['device'], 'precision': ref['precision']}
     res['projection_refresh_fraction'] = out['projection']['refresh_seconds'] / (refresh * out['projection']['seconds'])
     res['nonprivate_ms_per_sample'] = {s: ms(ref) if s == strategy else ms(measure('nonprivate', s, False, *args)) for s in STRATEGIES}
     vmap = measure('dpsgd', strategy, cached, *args, clipping='vmap')  # DP-SGD with torch.func's per-sample gradients, side by side
     res['clipping'] = {'ghost': res['dpsgd']['ms_per_sample'], 'vmap': ms(vmap), 'vmap_time_ratio': vmap['seconds'] / ref['seconds'],
-                       'vmap_mem_ratio': vmap['peak_extra_bytes'] / max(ref['peak_extra_bytes'], 1)}
+                       'vmap_mem_ratio': mem(vmap, 'step_peak_bytes')}
     if cached:  # the same steps from the images, as before the cache: side by side, in one run
         res['uncached_ms_per_sample'] = {meth: ms(measure(meth, strategy, False, *args)) for meth in ('nonprivate', 'dpsgd')}
         res['prefix_cache_speedup'] = {meth: v / res[meth]['ms_per_sample'] for meth, v in res['uncached_ms_per_sample'].items()}
     return res
+
+
+# %% ../nbs/09c_bench.ipynb #a30db234
+def bench_summary(r:dict)->dict:
+    "The numbers of one `method_costs` result worth printing: ratios, ms per sample, cache speed-ups, refresh share."
+    rnd = lambda d, n=3: {k: round(v, n) for k, v in d.items()}
+    return {**{m: rnd({k: r[m][k] for k in ('time_ratio', 'mem_ratio', 'process_mem_ratio', 'ms_per_sample')}) for m in METHODS},
+            'nonprivate_ms_per_sample': rnd(r['nonprivate_ms_per_sample']), 'projection_refresh_fraction': round(r['projection_refresh_fraction'], 4),
+            **{k: rnd(r[k]) for k in ('uncached_ms_per_sample', 'prefix_cache_speedup', 'clipping') if k in r}, 'device': r['nonprivate']['device'], 'precision': r['nonprivate']['precision']}
 

@@ -12,7 +12,7 @@ import numpy as np
 __all__ = ['NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'check_synth', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study',
            'param_value', 'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'cmd_report', 'study_preset',
            'dataset_folder', 'train_config', 'cmd_pretrain', 'cmd_baselines', 'cmd_regime', 'cmd_calibrate',
-           'write_regime', 'cmd_audit', 'cmd_noise', 'bench_summary', 'cmd_bench', 'parser', 'main']
+           'write_regime', 'cmd_audit', 'cmd_noise', 'cmd_bench', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -170,7 +170,7 @@ def bench_costs(preset:str, # a key of `STUDY_PRESETS`
         if key not in c: raise ValueError(f"{path}: no step costs for the {key!r} model of preset {preset!r}; make the file with `dphpe bench --json`.")
         return c[key]
     print(f"measuring the step costs of {preset}'s model here (3 steps per method; --bench FILE reads `dphpe bench --json` instead)", file=sys.stderr)
-    from dphpe.bench import method_costs
+    from dphpe.bench import method_costs, bench_summary
     return bench_summary(method_costs(pre.train.backbone, pre.train.input_size, bs=pre.train.bs, repeats=3))
 
 def cmd_report(args):
@@ -301,18 +301,10 @@ def cmd_noise(args):
     return 0
 
 # %% ../nbs/90_cli.ipynb #0157d423
-def bench_summary(r:dict)->dict:
-    "The numbers of one `method_costs` result worth printing: ratios, ms per sample, cache speed-ups, refresh share."
-    from dphpe.methods import METHODS
-    rnd = lambda d, n=3: {k: round(v, n) for k, v in d.items()}
-    return {**{m: rnd({k: r[m][k] for k in ('time_ratio', 'mem_ratio', 'ms_per_sample')}) for m in METHODS},
-            'nonprivate_ms_per_sample': rnd(r['nonprivate_ms_per_sample']), 'projection_refresh_fraction': round(r['projection_refresh_fraction'], 4),
-            **{k: rnd(r[k]) for k in ('uncached_ms_per_sample', 'prefix_cache_speedup', 'clipping') if k in r}, 'device': r['nonprivate']['device'], 'precision': r['nonprivate']['precision']}
-
 def cmd_bench(args):
     "`dphpe bench`: step time and memory of each private method relative to the non-private step."
     from dphpe.methods import METHODS
-    from dphpe.bench import method_costs
+    from dphpe.bench import method_costs, bench_summary
     from dphpe.presets import STUDY_PRESETS
     emb = STUDY_PRESETS['quick'].train  # the embedded study's model, input size and batch
     configs = {'embedded': dict(backbone=emb.backbone, input_size=emb.input_size, bs=args.bs or emb.bs)}
@@ -325,8 +317,8 @@ def cmd_bench(args):
     for name, r in res.items():
         c = configs[name]
         print(f"{name} model ({c['backbone']}, {c['input_size'][0]}x{c['input_size'][1]}, batch {c['bs']}, {c.get('strategy', 'finetune')}, on {r['nonprivate']['device']}, "
-              f"{args.precision}, medians of {args.repeats} steps): non-private step {r['nonprivate']['ms_per_sample']:.2f} ms per sample, {r['nonprivate']['peak_extra_mb']:.0f} MB")
-        for m in METHODS: print(f"  {m:<20}time x{r[m]['time_ratio']:.2f}   memory x{r[m]['mem_ratio']:.2f}   {r[m]['ms_per_sample']:.2f} ms per sample")
+              f"{args.precision}, medians of {args.repeats} steps): non-private step {r['nonprivate']['ms_per_sample']:.2f} ms per sample, its tensors {r['nonprivate']['step_peak_mb']:.1f} MB at their peak")
+        for m in METHODS: print(f"  {m:<20}time x{r[m]['time_ratio']:.2f}   memory x{r[m]['mem_ratio']:.2f} (process x{r[m]['process_mem_ratio']:.2f})   {r[m]['ms_per_sample']:.2f} ms per sample")
         print(f"  projection refresh: {100 * r['projection_refresh_fraction']:.1f}% of the step time it serves (every 50 steps)")
         cl = r['clipping']
         print(f"  DP-SGD clipping layer by layer {cl['ghost']:.2f} ms per sample, with torch.func's per-sample gradients {cl['vmap']:.2f} "

@@ -104,25 +104,31 @@ def layer_rule(layer:nn.Module):
 def _own(m:nn.Module)->list: return [p for p in m.parameters(recurse=False) if p.requires_grad]
 
 @contextmanager
-def captured(model:nn.Module):
-    "While the model runs: the (layer, input, output) of every layer that owns trainable parameters, in call order."
-    seen, hooks, biased = [], [], []
+def captured(model:nn.Module, on_grad):
+    "While the model runs: the [layer, input] of every layer that owns trainable parameters, in call order, and the outputs the backward pass must reach (those of layers fed by no gradient); `on_grad(i, g)` gets the i-th layer's output gradient when the backward pass passes it."
+    seen, roots, hooks, biased = [], [], [], []
+    def record(layer, a, out):
+        i = len(seen)
+        seen.append([layer, None if a is None else a.detach()])
+        out.register_hook(lambda g: on_grad(i, g))  # the output itself is not kept...
+        if a is None or not a.requires_grad: roots.append(out)  # ...unless no gradient flows past it: the backward pass must reach it
     for m in filter(_own, model.modules()):
         layer_rule(m)  # fail before running anything
         if isinstance(m, TinyVitAttention):
             def biases(device, attn=m):
                 ab = attn.attention_biases[:, attn.attention_bias_idxs]
                 ab = ab.expand(attn.rows, *ab.shape)
-                seen.append((attn, None, ab))
+                record(attn, None, ab)
                 return ab
             hooks.append(m.register_forward_pre_hook(lambda attn, args: setattr(attn, 'rows', args[0].shape[0])))
             m.get_attention_biases = biases
             biased.append(m)
-        else: hooks.append(m.register_forward_hook(lambda layer, args, out: seen.append((layer, args[0].detach(), out))))
-    try: yield seen
+        else: hooks.append(m.register_forward_hook(lambda layer, args, out: record(layer, args[0], out)))
+    try: yield seen, roots
     finally:
         for h in hooks: h.remove()
         for m in biased: del m.get_attention_biases
+
 
 # %% ../nbs/08a_clipping.ipynb #eeeb19c0
 def flat_rows(grads:list, # per parameter, (n, *shape)
@@ -151,12 +157,17 @@ class LayerGradients:
                 ):
         self.params, self.terms, self.losses, self.norms = [p for p in model.parameters() if p.requires_grad], [], x.new_zeros(0), x.new_zeros(0)
         if len(x) == 0: return  # an empty Poisson batch: no sample, no gradient
-        with captured(model) as seen: losses = simcc_loss(model(x), targets, visible, reduction='none')
-        if len({id(m) for m, *_ in seen}) != len(seen): raise ValueError("A trainable layer ran twice in one forward pass: its per-sample norm is not a sum over layers.")
-        outs = torch.autograd.grad(losses.sum(), [o for *_, o in seen])
-        with torch.no_grad(), full_precision(x):  # under autocast the forward ran in bf16: the norms and sums do not
-            self.terms = [layer_rule(m)(m, _f32(a), _f32(g), len(x)) for (m, a, _), g in zip(seen, outs)]
-            self.norms = sum(t.norms2() for t in self.terms).clamp_min(0).sqrt()
+        terms, n = {}, len(x)
+        def on_grad(i, g):  # during the backward pass: the layer's term at once, then its input is let go
+            layer, a = seen[i]
+            seen[i][1] = None
+            with torch.no_grad(), full_precision(g): terms[i] = layer_rule(layer)(layer, _f32(a), _f32(g), n)  # float32 after a bf16 forward
+        with captured(model, on_grad) as (seen, roots): losses = simcc_loss(model(x.detach()), targets, visible, reduction='none')
+        if len({id(m) for m, _ in seen}) != len(seen): raise ValueError("A trainable layer ran twice in one forward pass: its per-sample norm is not a sum over layers.")
+        torch.autograd.grad(losses.sum(), roots, allow_unused=True)
+        if len(terms) < len(seen): raise ValueError(f"No gradient reached the trainable layers {[type(seen[i][0]).__name__ for i in range(len(seen)) if i not in terms]}.")
+        self.terms = [terms[i] for i in range(len(seen))]  # in call order, as the norms sum them
+        with torch.no_grad(), full_precision(x): self.norms = sum(t.norms2() for t in self.terms).clamp_min(0).sqrt()
         self.losses = losses.detach().float()
     def _collect(self, parts:list, shape)->list:
         out = {p: v for part in parts for p, v in part.items()}
