@@ -44,6 +44,16 @@ def _step_peak_bytes(step, dev:torch.device)->int:
         events = json.load(open(f'{d}/trace.json'))['traceEvents']
     return max([0, *(e['args']['Total Allocated'] for e in events if e.get('name') == '[memory]')])  # tensors freed from before the step are not counted
 
+def _median_seconds(fn, n:int, sync)->float:
+    "Median wall time of `n` calls of `fn`, its device's work included."
+    ts = []
+    for _ in range(n):
+        s = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - s)
+    return statistics.median(ts)
+
 def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, clipping, precision, queue):
     "Child process: median step seconds and peak extra memory (bytes) of `method` ('nonprivate' or a `METHODS` key)."
     torch.set_num_threads(threads)
@@ -78,14 +88,9 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
             private_update(dp, *clipped)
     step()
     sync()  # warm-up
-    ts = []
-    for _ in range(repeats):
-        s = time.perf_counter()
-        step()
-        sync()
-        ts.append(time.perf_counter() - s)
+    seconds = _median_seconds(step, repeats, sync)
     peak = _peak_bytes(dev)
-    res = {'seconds': statistics.median(ts), 'step_peak_bytes': _step_peak_bytes(step, dev), 'peak_extra_bytes': peak - base, 'peak_bytes': peak,
+    res = {'seconds': seconds, 'step_peak_bytes': _step_peak_bytes(step, dev), 'peak_extra_bytes': peak - base, 'peak_bytes': peak,
            'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu', 'precision': precision}
     if method == 'projection':  # the refresh: m public per-sample gradients, then the Gram eigendecomposition
         xp, jp = (a.to(dev) for a in (torch.rand(m, 3, H, W), torch.rand(m, 16, 2) * torch.tensor([W, H]) * .9))
@@ -93,14 +98,9 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
         def refresh():
             with amp(): G = public_gradients(model, xp, tp, vp, clipping=clipping)
             PublicSubspace(k).fit(G)
-            sync()
         refresh()
-        ts = []  # warm-up, then the median of 3
-        for _ in range(3):
-            s = time.perf_counter()
-            refresh()
-            ts.append(time.perf_counter() - s)
-        res['refresh_seconds'] = statistics.median(ts)
+        sync()  # warm-up, then the median of 3
+        res['refresh_seconds'] = _median_seconds(refresh, 3, sync)
     queue.put(res)
 
 def _measure(method, strategy, cached, *args, clipping='ghost', precision='fp32')->dict:

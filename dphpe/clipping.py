@@ -129,7 +129,6 @@ def captured(model:nn.Module, on_grad):
         for h in hooks: h.remove()
         for m in biased: del m.get_attention_biases
 
-
 # %% ../nbs/08a_clipping.ipynb #eeeb19c0
 def flat_rows(grads:list, # per parameter, (n, *shape)
               dtype=None, # of the result (default: the gradients')
@@ -162,7 +161,8 @@ class LayerGradients:
             layer, a = seen[i]
             seen[i][1] = None
             with torch.no_grad(), full_precision(g): terms[i] = layer_rule(layer)(layer, _f32(a), _f32(g), n)  # float32 after a bf16 forward
-        with captured(model, on_grad) as (seen, roots): losses = simcc_loss(model(x.detach()), targets, visible, reduction='none')
+        x = x.detach()  # no gradient flows into the first trainable layer, so its output is a root (see `captured`)
+        with captured(model, on_grad) as (seen, roots): losses = simcc_loss(model(x), targets, visible, reduction='none')
         if len({id(m) for m, _ in seen}) != len(seen): raise ValueError("A trainable layer ran twice in one forward pass: its per-sample norm is not a sum over layers.")
         torch.autograd.grad(losses.sum(), roots, allow_unused=True)
         if len(terms) < len(seen): raise ValueError(f"No gradient reached the trainable layers {[type(seen[i][0]).__name__ for i in range(len(seen)) if i not in terms]}.")

@@ -246,9 +246,9 @@ def refit(self:PrivateStep):
 @patch
 def batch_of(self:PrivateStep, ds)->tuple:
     "All of `ds` as one batch (`pose_batch`: images or prefix features first, images last) on the model's device, read once: its crops never change."
-    key, cache = (ds, self.dp.params[0].device), self.__dict__.setdefault('_batches', {})
-    if key not in cache: cache[key] = tuple(t.to(key[1]) for t in pose_batch([ds[i] for i in range(len(ds))]))
-    return cache[key]
+    key, memo = (ds, self.dp.params[0].device), self.__dict__.setdefault('_batches', {})
+    if key not in memo: memo[key] = tuple(t.to(key[1]) for t in pose_batch([ds[i] for i in range(len(ds))]))
+    return memo[key]
 
 @patch(as_prop=True)
 def spub(self:PrivateStep)->tuple: return self.batch_of(self.public)
@@ -263,15 +263,15 @@ def view_key(view:PublicView)->str:
 def view_features(self:PrivateStep, ds, view=None)->torch.Tensor:
     "`view` (default ψ) of every preloaded crop of `ds` through the frozen prefix, on the model's device: computed once, as none of them changes while a run trains (kept in `cache` between runs)."
     view = view or self.view
-    key, cache = (ds, view, self.dp.params[0].device), self.__dict__.setdefault('_view_features', {})
-    if key not in cache:
+    key, memo = (ds, view, self.dp.params[0].device), self.__dict__.setdefault('_view_features', {})
+    if key not in memo:
         c, dev = ds.crops, key[2]
         make = lambda: {'features': torch.cat([self.model.prefix_features(view({'image': c['image'][i:i+256].to(dev).float().div_(255),
                                                                                'mask': c['mask'][i:i+256].to(dev)})).cpu()
                                                for i in range(0, len(ds), 256)])}
         kept_here = self.cache and ds.kept_key  # the crops were kept under this key by `preload_crops`
-        cache[key] = (kept(self.cache/f'{ds.kept_key}-{view_key(view)}.pt', make) if kept_here else make())['features'].to(dev)
-    return cache[key]
+        memo[key] = (kept(self.cache/f'{ds.kept_key}-{view_key(view)}.pt', make) if kept_here else make())['features'].to(dev)
+    return memo[key]
 
 @patch
 def viewed(self:PrivateStep, view, images, mask, features:bool, ds, rows)->torch.Tensor:

@@ -64,7 +64,6 @@ def save_atomic(obj, path:Path):
     torch.save(obj, tmp)
     os.replace(tmp, path)
 
-
 # %% ../nbs/06_train.ipynb #8e4f82c8
 CROP_CACHE_VERSION = 1  # part of every key: bump it when what is kept changes meaning
 
@@ -107,7 +106,6 @@ def prune(folder:Path, # a folder of kept entries (`*.pt`)
         gone.append(f)
     return gone
 
-
 # %% ../nbs/06_train.ipynb #0aaf2beb
 def _person_bytes(p)->bytes:
     "Every field of `Person` `p`, and the size and time of its image and label-map files."
@@ -128,7 +126,6 @@ def crops_key(ds:PoseDataset, # a dataset without augmentation
         for name, t in prefix.state_dict().items(): h.update(name.encode() + t.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()[:32]
 
-
 # %% ../nbs/06_train.ipynb #4bc6d603
 def preload_crops(model:PoseModel, # the model about to train, its strategy set
                   *datasets:PoseDataset, # datasets to preload (None and augmented ones are skipped)
@@ -146,7 +143,6 @@ def preload_crops(model:PoseModel, # the model about to train, its strategy set
         else:
             ds.kept_key = crops_key(ds, prefix)  # also names what is kept of these crops later (ψ's features)
             ds.crops = kept(folder/f'{ds.kept_key}.pt', lambda: ds.preload(features).crops)
-
 
 # %% ../nbs/06_train.ipynb #875db53e
 class SimCCLoss:
