@@ -72,7 +72,7 @@ def conv_rule(layer:nn.Conv2d, a:torch.Tensor, g:torch.Tensor, n:int)->Materiali
     if a.shape[0] != n: raise ValueError(f"A convolution saw {a.shape[0]} rows for {n} samples.")
     C = layer.in_channels
     if not (layer.groups == C == layer.out_channels and layer.stride == layer.dilation == (1, 1)):
-        return Materialised(compute_conv_grad_sample(layer, [a], g))
+        return Materialised(compute_conv_grad_sample(layer, [a.contiguous()], g))  # Opacus' unfold reads NCHW strides: wrong rows from channels-last
     w = F.conv2d(a.reshape(1, n * C, *a.shape[2:]), g.reshape(n * C, 1, *g.shape[2:]), padding=layer.padding, groups=n * C)
     grads = {layer.weight: w.view(n, C, 1, *w.shape[2:])}
     if layer.bias is not None: grads[layer.bias] = g.sum((2, 3))

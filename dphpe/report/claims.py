@@ -14,8 +14,8 @@ from .paper import paper_rows, summary_grid, summary_baselines
 
 # %% auto #0
 __all__ = ['ORDERING_METRIC', 'PAIRS', 'verdict', 'Claim', 'mean_lookup', 'paper_lookup', 'claim_rows', 'claims', 'dp_claims',
-           'baseline_claims', 'claim_checks', 'ordering_columns', 'orderings', 'blocks_held', 'ordering_overview',
-           'claim_gaps', 'at_a_glance', 'summary_markdown']
+           'baseline_claims', 'claim_checks', 'seed_lookups', 'seed_checks', 'seeds_held', 'ordering_columns',
+           'orderings', 'blocks_held', 'ordering_overview', 'claim_gaps', 'at_a_glance', 'summary_markdown']
 
 # %% ../../nbs/12e_claims.ipynb #d849e2f6
 def _diffs(x, y)->list:
@@ -134,6 +134,27 @@ def claim_checks(df:pd.DataFrame, # rows of `collect_runs`
     return list(zip(claims(private, baseline, mean_lookup(private, baseline, ORDERING_METRIC[dataset][0])),
                     claims(private, baseline, paper_lookup(dataset))))
 
+def seed_lookups(private:pd.DataFrame, baseline:pd.DataFrame, # from `claim_rows`
+                 dataset:str='mpii', # 'mpii' or 'humanart'
+                )->dict:
+    "{seed: `mean_lookup` into that seed's runs alone}."
+    col = ORDERING_METRIC[dataset][0]
+    return {s: mean_lookup(private[private.seed == s], baseline[baseline.seed == s], col) for s in sorted({*private.seed, *baseline.seed})}
+
+def seed_checks(df:pd.DataFrame, # rows of `collect_runs`
+                dataset:str='mpii', # 'mpii' or 'humanart'
+               )->list:
+    "For each claim of `claim_checks`, in the same order: [the same claim on each seed's runs alone]."
+    if (split := claim_rows(df, dataset)) is None: return []
+    return [list(c) for c in zip(*(claims(*split, at) for at in seed_lookups(*split, dataset).values()))]
+
+def seeds_held(ours:Claim, # a claim on the means over seeds
+               per_seed:list, # the same claim on each seed (`seed_checks`)
+              )->str:
+    "'k of n': in how many of the n seeds that ran every position of `ours` it holds; '–' when none did."
+    complete = [c for c in per_seed if c.n == ours.n]
+    return f"{sum(c.holds for c in complete)} of {len(complete)}" if complete else '–'
+
 def ordering_columns(df:pd.DataFrame, # rows of `collect_runs`
                      dataset:str='mpii', # 'mpii' or 'humanart'
                     )->list:
@@ -145,9 +166,10 @@ def ordering_columns(df:pd.DataFrame, # rows of `collect_runs`
 def orderings(df:pd.DataFrame, # rows of `collect_runs`
               dataset:str='mpii', # 'mpii' or 'humanart'
              )->pd.DataFrame:
-    "The paper's orderings on `dataset`, checked on our runs and on the paper's numbers at the same settings: one row per claim."
-    rows = [(ours.sentence, ours.verdict, paper.verdict) for ours, paper in claim_checks(df, dataset)]
-    return pd.DataFrame(rows, columns=ordering_columns(df, dataset))
+    "The paper's orderings on `dataset`, checked on our runs and on the paper's numbers at the same settings: one row per claim (and, with several seeds, in how many it holds)."
+    rows = [(ours.sentence, ours.verdict, paper.verdict, seeds_held(ours, s)) for (ours, paper), s in zip(claim_checks(df, dataset), seed_checks(df, dataset))]
+    table = pd.DataFrame(rows, columns=[*ordering_columns(df, dataset), 'ours, seed by seed'])
+    return table if df[df.dataset == dataset].seed.nunique() > 1 else table.drop(columns='ours, seed by seed')
 
 # %% ../../nbs/12e_claims.ipynb #21a8a37e
 def blocks_held(checked:list, # `Claim`s of one kind
@@ -171,11 +193,10 @@ def claim_gaps(df:pd.DataFrame, # rows of `collect_runs`
     "Per kind of claim: its mean gap x − y on ours (mean ± std over seeds of the per-seed gap, and the seeds) and on the paper's numbers."
     if (split := claim_rows(df, dataset)) is None: return pd.DataFrame(columns=['claim', 'mean gap, ours', 'seeds', 'mean gap, paper'])
     private, baseline = split
-    seeds = sorted({*private.seed, *baseline.seed})
-    at_seed = {s: mean_lookup(private[private.seed == s], baseline[baseline.seed == s], ORDERING_METRIC[dataset][0]) for s in seeds}
+    at_seed = seed_lookups(private, baseline, dataset)
     gaps = {}
     for claim in claims(private, baseline, paper_lookup(dataset)):
-        gaps.setdefault(claim.kind, {'paper': [], **{s: [] for s in seeds}})['paper'] += claim.gaps
+        gaps.setdefault(claim.kind, {'paper': [], **{s: [] for s in at_seed}})['paper'] += claim.gaps
     for s, at in at_seed.items():
         for claim in claims(private, baseline, at): gaps[claim.kind][s] += claim.gaps
     rows = []
