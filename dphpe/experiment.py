@@ -168,6 +168,9 @@ class RunRecord:
     privacy: dict = None # the privacy plan and the ε spent (`PrivacyPlan.record`); None for non-private runs
     seconds: float = None # training time, in s
     wall_seconds: float = None # the whole run's time, in s
+    cpu_seconds: float = None # the whole run's CPU time over all its threads, in s: time paused or waiting for a busy core is not in it
+    threads: int = None # torch's threads (intra-op) in the run
+    device: str = None # where it trained: 'cpu', 'cuda', …
     epoch_seconds: list = None # training time of each epoch, in s
     history: list = None # fastai's recorder values per epoch
     history_names: list = None # their names
@@ -297,7 +300,7 @@ def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
                    progress:bool=True, # show progress bars
                   )->RunRecord:
     "Train and evaluate one configuration; write predictions, checkpoint and (last, atomically) its `RunRecord` into `out`."
-    t0, p = time.time(), run_params(**params)
+    t0, c0, p = time.time(), time.process_time(), run_params(**params)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     root = data_root(p, progress)
@@ -314,6 +317,7 @@ def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
                        synthetic=manifest.exists() and json.loads(manifest.read_text()).get('synthetic', False),
                        metric=metric, scores=scores, coco=coco, privacy=getattr(learn, 'privacy', None),
                        seconds=float(sum(learn.epoch_seconds)), wall_seconds=time.time() - t0, epoch_seconds=learn.epoch_seconds,
+                       cpu_seconds=time.process_time() - c0, threads=torch.get_num_threads(), device=next(learn.model.parameters()).device.type,
                        history=learn.recorder.values, history_names=list(learn.recorder.metric_names[1:-1]),
                        train_persons=len(splits.private), public_persons=len(splits.public), valid_persons=len(splits.valid),
                        fingerprint=run_fingerprint(root), trainable=trainable_count(learn.model),

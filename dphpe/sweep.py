@@ -28,7 +28,7 @@ from .methods import METHODS
 __all__ = ['STALE', 'BACKENDS', 'grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes', 'launch_run',
            'same_data', 'record_status', 'run_result', 'notebook_error', 'checked_result', 'execute_run', 'StaleRuns',
            'plan_sweep', 'prepare', 'gpu_slots', 'sweep', 'slurm_executor', 'run_job', 'queued_runs', 'submit_runs',
-           'submitit_sweep', 'sweep_status', 'estimate_seconds', 'sweep_plan']
+           'submitit_sweep', 'sweep_status', 'estimate_seconds', 'run_seconds', 'sweep_plan']
 
 # %% ../nbs/11_sweep.ipynb #eb1b4aff
 def grid(preset:str, # a key of `STUDY_PRESETS`
@@ -459,6 +459,11 @@ def _persons(preset:str, data:str|None, dataset:str)->int:
     p = run_params(preset=preset, data=data, dataset=dataset, method='nonprivate')
     return STUDY_PRESETS[preset].private_limit or len(run_data(p, data_root(p)).private)
 
+def run_seconds(m:RunRecord, # a finished run's record
+               )->float:
+    "The run's time on cores of its own: CPU time per thread for a CPU run that recorded it, else wall time."
+    return m.cpu_seconds / m.threads if m.cpu_seconds and m.threads and m.device == 'cpu' else m.wall_seconds
+
 def sweep_plan(preset:str, # a key of `STUDY_PRESETS`
                costs:dict, # step costs of the preset's model (`dphpe bench --json`)
                runs:Path=None, # folder of the run directories (default runs/<preset>)
@@ -471,7 +476,7 @@ def sweep_plan(preset:str, # a key of `STUDY_PRESETS`
     root = Path(runs or Path('runs')/preset)
     done, todo, _ = plan_sweep(select(grid(preset, data, blocks), where), root, stale)
     est = lambda p: estimate_seconds(p, costs, _persons(p['preset'], p['data'], p['dataset']))
-    seen = [(m.wall_seconds, est(q)) for f in root.glob('*/metrics.json')
+    seen = [(run_seconds(m), est(q)) for f in root.glob('*/metrics.json')
             if (m := read_metrics(f.parent)) and m.wall_seconds is not None and (q := recorded_params(m.params))]  # records that still check
     scale = float(np.median([w / e for w, e in seen])) if seen else 1.
     rows = {run_name(p): scale * est(p) for p in todo}
