@@ -178,7 +178,7 @@ class LayerGradients:
         with full_precision(W): return self._collect([t.weighted(W) for t in self.terms], (W.shape[1],))
     @torch.no_grad()
     def per_sample(self, dtype=None)->torch.Tensor:
-        "(n, p) per-sample gradients, flattened in parameter order (in `dtype`: float64 for a subspace fit, without a float32 copy)."
+        "(n, p) per-sample gradients, flattened in parameter order (in `dtype`, written straight into it: no float32 copy first)."
         with full_precision(self.losses): return flat_rows(self._collect([t.per_sample() for t in self.terms], (len(self.losses),)), dtype)
 
 class VmapGradients:

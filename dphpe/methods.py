@@ -25,26 +25,33 @@ from functools import partial
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['METHODS', 'OPTIMIZERS', 'BASES', 'MASK_PRIVATE', 'SWITCH_METHODS', 'PublicSubspace', 'flat', 'unflat',
+__all__ = ['METHODS', 'OPTIMIZERS', 'BASES', 'MASK_PRIVATE', 'SWITCH_METHODS', 'gram64', 'PublicSubspace', 'flat', 'unflat',
            'PoseDPOptimizer', 'poisson_loader', 'private_gradients', 'private_update', 'public_gradients',
            'batch_means', 'PrivateStep', 'view_key', 'private_tokens', 'check_switch', 'private_learner']
 
 # %% ../nbs/09_methods.ipynb #8e5003f3
+def gram64(V:torch.Tensor, # (p, k)
+           rows:int=4096, # rows per product
+          )->torch.Tensor:
+    "VᵀV in float64: products of `rows` rows at a time (in `V`'s dtype), summed in float64."
+    return sum((c.T @ c).double() for c in V.split(rows))
+
 class PublicSubspace:
     "Top-`k` eigenvectors V (p × k) of the second moment of public per-sample gradients, from their m × m Gram matrix."
     def __init__(self, k:int=50): # subspace dimension
         if k < 1: raise ValueError(f"k must be at least 1, got {k}.")
         self.k, self.V, self.eigenvalues = k, None, None
     def fit(self, G:torch.Tensor)->PublicSubspace:
-        "Fit V to `G` (m × p per-sample gradients); return self."
+        "Fit V to `G` (m × p per-sample gradients, float32 or float64); return self."
         m = G.shape[0]
         if self.k > m: raise ValueError(f"Subspace rank k={self.k} exceeds the m={m} public samples; use k ≤ m (paper: m=100, k=50).")
-        Gd = G.double()  # in float64, V = Gᵀ u / √(mλ) is orthonormal to float32's precision without a QR (no copy if G is float64)
-        lam, U = torch.linalg.eigh(Gd @ Gd.T / m)
+        lam, U = torch.linalg.eigh((G @ G.T).double() / m)
         lam, U = lam.flip(0)[:self.k], U.flip(1)[:, :self.k]
         if lam[-1] <= lam[0] * 1e-10:
             raise ValueError(f"The public gradients span fewer than k={self.k} directions (duplicated samples?); lower k.")
-        self.V = (Gd.T @ (U / (m * lam).sqrt())).float()  # the parameters' precision
+        V = G.T @ (U / (m * lam).sqrt()).to(G.dtype)  # orthonormal up to the Gram matrix's rounding
+        R = torch.linalg.cholesky(gram64(V), upper=True)
+        self.V = (V @ torch.linalg.inv(R).to(V.dtype)).float()  # one Cholesky QR step; the parameters' precision
         self.eigenvalues = lam
         return self
     def project(self, g:torch.Tensor)->torch.Tensor:
@@ -136,12 +143,12 @@ def public_gradients(model:PoseModel, # model in train mode
                      visible:torch.Tensor, # (m, J)
                      bs:int=100, # chunk size (bounds the memory of one chunk's activations)
                      clipping:str='ghost', # how per-sample gradients are computed (a key of `CLIPPING`)
-                     dtype=torch.float64, # of the result: `PublicSubspace.fit` works in float64
+                     dtype=torch.float32, # of the result
                     )->torch.Tensor:
     "(m, p) per-sample gradients of the public persons at the current weights, flattened in parameter order."
     chunks = [CLIPPING[clipping](model, images[i:i+bs], [t[i:i+bs] for t in targets], visible[i:i+bs]).per_sample(dtype)
               for i in range(0, len(images), bs)]
-    return chunks[0] if len(chunks) == 1 else torch.cat(chunks)  # m ≤ bs (the default): no copy of the (m, p) float64 matrix
+    return chunks[0] if len(chunks) == 1 else torch.cat(chunks)  # m ≤ bs (the default): no copy of the (m, p) matrix
 
 # %% ../nbs/09_methods.ipynb #cec19654
 def batch_means(G:torch.Tensor, # (m, p) per-sample gradients, in order
