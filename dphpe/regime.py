@@ -25,9 +25,9 @@ from .report.paper import paper_table
 
 # %% auto #0
 __all__ = ['PAPER_SETTING', 'QUANTILES', 'ROWS', 'MIN_STEPS', 'noise_multiplier', 'regime_quantities', 'trainable_per_strategy',
-           'paper_regime', 'clipped_sum_stats', 'start_state', 'private_count', 'nonprivate_scores', 'regime_card',
-           'card_rows', 'regime_markdown', 'regime_checks', 'calibration_checks', 'card_json', 'calibration_figure',
-           'write_calibration', 'sgd_calibration', 'write_sgd_calibration']
+           'paper_regime', 'clipped_sum_stats', 'start_state', 'private_count', 'named_runs', 'nonprivate_scores',
+           'regime_card', 'card_rows', 'regime_markdown', 'regime_checks', 'calibration_checks', 'card_json',
+           'calibration_figure', 'write_calibration', 'sgd_calibration', 'write_sgd_calibration']
 
 # %% ../nbs/13_regime.ipynb #5c81e29c
 @functools.lru_cache
@@ -121,10 +121,18 @@ def private_count(preset:str, # an embedded preset
     n = synth_params(pre.data)['mpii_train'] - pre.m
     return min(n, pre.private_limit) if pre.private_limit else n
 
+def named_runs(runs:Path, # folder of run directories
+               names:set=None, # only the runs of these names (e.g. the ones a `--where` selected); None: every run
+              )->pd.DataFrame:
+    "`collect_runs` of `runs`, restricted to `names`; empty if the folder does not exist."
+    df = collect_runs(runs) if runs and Path(runs).exists() else pd.DataFrame()
+    return df if names is None or df.empty else df[df.name.isin(names)]
+
 def nonprivate_scores(runs:Path, # folder of a preset's run directories
+                      names:set=None, # only these runs (`named_runs`)
                      )->dict:
     "{strategy: Mean PCKh@0.5 of the raw-image non-private MPII baseline, mean over seeds} of the finished runs under `runs`."
-    df = collect_runs(runs) if runs and Path(runs).exists() else pd.DataFrame()
+    df = named_runs(runs, names)
     if df.empty: return {}
     d = df[(df.dataset == 'mpii') & (df.method == 'nonprivate') & (df.features == 'raw')]
     return {s: float(v) for s, v in d.groupby('strategy')['Mean'].mean().items()}
@@ -134,13 +142,14 @@ def regime_card(preset:str, # a key of `STUDY_PRESETS`
                 measure:bool=True, # measure the start of private training (embedded presets)
                 strategies:tuple=STRATEGIES, # strategies to describe
                 n:int=256, # private persons whose gradients are measured
+                names:set=None, # only these runs give the non-private scores (`named_runs`)
                )->dict:
     "The preset's regime per strategy beside the paper's."
     if preset not in STUDY_PRESETS: raise ValueError(f"Unknown preset {preset!r}; choose one of {sorted(STUDY_PRESETS)}.")
     pre, paper = STUDY_PRESETS[preset], paper_regime()
     if pre.data == 'real': return dict(preset=preset, strategies={s: paper[s] for s in strategies}, paper=paper)
     p = run_params(preset=preset, method='dpsgd')
-    N, ps, np_scores = private_count(preset), trainable_per_strategy(pre.train.backbone, pre.train.input_size), nonprivate_scores(runs)
+    N, ps, np_scores = private_count(preset), trainable_per_strategy(pre.train.backbone, pre.train.input_size), nonprivate_scores(runs, names)
     card = {s: {**regime_quantities(ps[s], N, p['bs'], p['epochs'], p['k']), 'nonprivate_pckh': np_scores.get(s)} for s in strategies}
     for s in strategies if measure else ():
         card[s].update(start_state(preset, s, n))
@@ -261,11 +270,12 @@ def calibration_figure(card:dict, # from `regime_card`
 def write_calibration(card:dict, # from `regime_card` (measured)
                       runs:Path, # the preset's run directories
                       out:Path, # folder written
+                      names:set=None, # only these runs (`named_runs`): the calibration runs a `--where` selected
                      )->list:
     "Write the regime card, the calibration checks and their figure into `out`; return the files."
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    df = collect_runs(runs)
+    df = named_runs(runs, names)
     checks = calibration_checks(card, df)
     (out/'regime.json').write_text(card_json(card))
     (out/'regime.md').write_text(regime_markdown(card))
