@@ -240,14 +240,13 @@ def cmd_regime(args):
 
 def cmd_calibrate(args):
     "`dphpe calibrate`: the preset's calibration runs (baselines only), then its card and checks."
-    from dphpe.sweep import sweep, grid, select
-    from dphpe.experiment import run_name
+    from dphpe.sweep import sweep
     from dphpe.presets import STUDY_PRESETS
     from dphpe.regime import regime_card, write_calibration, write_sgd_calibration
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/'calibration'/args.preset)
     res = sweep(args.preset, runs, args.jobs, where_filter(args.where), blocks='calibration', stale=args.stale)
     blocks = STUDY_PRESETS[args.preset].calibration
-    names = {run_name(p) for p in select(grid(args.preset, None, 'calibration'), where_filter(args.where))}  # not the grid's other seeds
+    names = {*res['done'], *res['ran']}  # the calibration runs the --where selected, not the grid's other seeds
     if any('nonprivate' in b.methods for b in blocks):  # the baselines that chose the preset: its card and checks
         files = write_calibration(regime_card(args.preset, runs, names=names), runs, out, names)
         print((out/'checks.md').read_text() + f"\n{len(files)} files written to {out}")

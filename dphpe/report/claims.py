@@ -167,9 +167,11 @@ def orderings(df:pd.DataFrame, # rows of `collect_runs`
               dataset:str='mpii', # 'mpii' or 'humanart'
              )->pd.DataFrame:
     "The paper's orderings on `dataset`, checked on our runs and on the paper's numbers at the same settings: one row per claim (and, with several seeds, in how many it holds)."
-    rows = [(ours.sentence, ours.verdict, paper.verdict, seeds_held(ours, s)) for (ours, paper), s in zip(claim_checks(df, dataset), seed_checks(df, dataset))]
-    table = pd.DataFrame(rows, columns=[*ordering_columns(df, dataset), 'ours, seed by seed'])
-    return table if df[df.dataset == dataset].seed.nunique() > 1 else table.drop(columns='ours, seed by seed')
+    checks = claim_checks(df, dataset)
+    table = pd.DataFrame([(ours.sentence, ours.verdict, paper.verdict) for ours, paper in checks], columns=ordering_columns(df, dataset))
+    if df[df.dataset == dataset].seed.nunique() > 1:  # one seed: the column would repeat the verdict
+        table['ours, seed by seed'] = [seeds_held(ours, s) for (ours, _), s in zip(checks, seed_checks(df, dataset))]
+    return table
 
 # %% ../../nbs/12e_claims.ipynb #21a8a37e
 def blocks_held(checked:list, # `Claim`s of one kind
