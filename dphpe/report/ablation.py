@@ -47,10 +47,10 @@ def ablation_table(df:pd.DataFrame, # rows of `collect_runs`
 def horizon_figure(df:pd.DataFrame, # rows of `collect_runs`
                   ):
     "Validation Mean PCKh@0.5 against private step, per C (rows) and ε (columns), AdamW solid and SGD dashed; None without curves."
-    d = df[df.switch.isin(['default', 'optimizer']) & df.method.isin(PAPER_METHODS) & df.horizon.notna()]
+    d = df[df.switch.isin(['default', 'optimizer']) & df.method.isin(PAPER_METHODS) & df.horizon_curve.notna()]
     if d.empty: return None
     long = pd.DataFrame([dict(method=r.method, C=r.C, epsilon=r.epsilon, seed=r.seed, optimizer='sgd' if r.switch == 'optimizer' else 'adamw',
-                              step=s, Mean=v) for r in d.itertuples() for s, v in r.horizon])
+                              step=s, Mean=v) for r in d.itertuples() for s, v in r.horizon_curve])
     Cs, eps = sorted(long.C.unique(), reverse=True), sorted(long.epsilon.unique())
     fig, axs = plt.subplots(len(Cs), len(eps), figsize=(4 * len(eps), 3 * len(Cs)), squeeze=False, sharex=True)
     for (i, C), (j, e) in itertools.product(enumerate(Cs), enumerate(eps)):

@@ -24,7 +24,7 @@ def complete_run(path:Path, # a run's metrics.json
 # %% ../../nbs/12b_collect.ipynb #f11aeacd
 PRIVACY = ('sigma', 'sample_rate', 'steps_taken', 'epsilon_rdp', 'epsilon_prv') # privacy fields kept
 FACTS = ('name', 'seconds', 'synthetic', 'metric', 'data_root', 'run_dir', 'finished', 'param_keys', 'score_keys',
-         'switch', 'value', 'peak_Mean', 'horizon', 'code', 'commit') # other fields kept
+         'switch', 'value', 'peak_Mean', 'horizon_curve', 'code', 'commit') # other fields kept
 
 AUTHORS_KEYS = {k for k, _ in AUTHORS_CODE}
 
@@ -51,7 +51,7 @@ def run_row(m:RunRecord, # a finished run's record
             'name': m.name, 'seconds': np.nan if m.seconds is None else m.seconds, 'synthetic': bool(m.synthetic),
             'metric': m.metric, 'data_root': m.data_root, 'run_dir': str(run_dir), 'finished': m.finished,
             'param_keys': ','.join(m.params), 'score_keys': ','.join(m.scores), **dict(zip(('switch', 'value'), switch_of(m.off_default))),
-            'peak_Mean': peak_score(m), 'horizon': m.horizon, **{k: made.get(k) for k in ('code', 'commit')}}
+            'peak_Mean': peak_score(m), 'horizon_curve': m.horizon, **{k: made.get(k) for k in ('code', 'commit')}}
 
 def listed(df:pd.DataFrame, # rows of `run_row`
            col:str, # 'param_keys' or 'score_keys'

@@ -81,7 +81,7 @@ def fake_switched(runs:Path, # root of the run directories; the run goes to `<ru
     (Path(runs)/'ablation').mkdir(parents=True, exist_ok=True)
     run_dir = made.rename(Path(runs)/'ablation'/(made.name + ''.join(f'-{k}={v}' for k, v in (off or {}).items())))
     record = read_metrics(run_dir)
-    record.params.update(off or {})
+    record.params.update({**(off or {}), 'horizon': 50})  # as a real ablation run records it: the curve's interval is a parameter
     record.off_default = {**(off or {}), 'horizon': 50}
     record.history_names = ['train_loss', 'valid_loss', 'PCKh@0.5', 'PCKh Mean@0.1']
     record.history = [[1, 1, peak, 1], [1, 1, mean, 1]]

@@ -52,7 +52,7 @@ def table_keys(runs:pd.DataFrame, # the runs of one table
               )->list:
     "Row keys of a table: the paper's layout keys, then every other parameter that varies between its runs."
     base = ['strategy', 'features'] if method == 'nonprivate' else ['strategy', 'C', 'epsilon']
-    skip = set(base) | {'seed', 'data', 'preset', 'dataset', 'method'} | IGNORED.get(method, {'features'})
+    skip = set(base) | {'seed', 'data', 'preset', 'dataset', 'method', 'horizon'} | IGNORED.get(method, {'features'})  # horizon: a curve's interval changes no result
     return base + [p for p in listed(runs, 'param_keys') if p not in skip and runs[p].astype(str).nunique() > 1]
 
 # %% ../../nbs/12c_tables.ipynb #ad333671
