@@ -11,8 +11,8 @@ from ..presets import AUTHORS_CODE
 from ..experiment import RunRecord, read_metrics, _value
 
 # %% auto #0
-__all__ = ['PRIVACY', 'FACTS', 'AUTHORS_KEYS', 'complete_run', 'switch_of', 'peak_score', 'run_row', 'listed', 'latest_runs',
-           'collect_runs', 'data_label', 'source_kind']
+__all__ = ['PRIVACY', 'FACTS', 'AUTHORS_KEYS', 'NO_RESULT', 'complete_run', 'switch_of', 'peak_score', 'run_row', 'listed',
+           'latest_runs', 'collect_runs', 'data_label', 'source_kind']
 
 # %% ../../nbs/12b_collect.ipynb #d3c4a5ce
 def complete_run(path:Path, # a run's metrics.json
@@ -27,11 +27,12 @@ FACTS = ('name', 'seconds', 'synthetic', 'metric', 'data_root', 'run_dir', 'fini
          'switch', 'value', 'peak_Mean', 'horizon_curve', 'code', 'commit') # other fields kept
 
 AUTHORS_KEYS = {k for k, _ in AUTHORS_CODE}
+NO_RESULT = {'horizon'} # run parameters that change no result: the validation curve's interval
 
 def switch_of(off:dict|None, # a run's `off_default` parameters (None: a run recorded before switches existed)
              )->tuple:
     "(switch, value) a run flips: ('default', '') for none, the one it flips, ('authors_code', 'on') for the authors' set, else all of them."
-    off = {k: v for k, v in (off or {}).items() if k != 'horizon'}  # the curve changes no result
+    off = {k: v for k, v in (off or {}).items() if k not in NO_RESULT}
     if not off: return 'default', ''
     if len(off) == 1: return next(iter(off)), _value(next(iter(off.values())))
     if set(off) <= AUTHORS_KEYS: return 'authors_code', 'on'

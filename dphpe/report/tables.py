@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np, pandas as pd
 from ..model import STRATEGIES
 from ..methods import METHODS
-from .collect import listed, data_label
+from .collect import NO_RESULT, listed, data_label
 
 # %% auto #0
 __all__ = ['METHOD_ORDER', 'METHOD_NAMES', 'DATASET_NAMES', 'ORDER', 'IGNORED', 'COCO_KEYS', 'SPENT', 'TABLES', 'PAIRING_NOTE',
@@ -52,7 +52,7 @@ def table_keys(runs:pd.DataFrame, # the runs of one table
               )->list:
     "Row keys of a table: the paper's layout keys, then every other parameter that varies between its runs."
     base = ['strategy', 'features'] if method == 'nonprivate' else ['strategy', 'C', 'epsilon']
-    skip = set(base) | {'seed', 'data', 'preset', 'dataset', 'method', 'horizon'} | IGNORED.get(method, {'features'})  # horizon: a curve's interval changes no result
+    skip = set(base) | {'seed', 'data', 'preset', 'dataset', 'method'} | NO_RESULT | IGNORED.get(method, {'features'})
     return base + [p for p in listed(runs, 'param_keys') if p not in skip and runs[p].astype(str).nunique() > 1]
 
 # %% ../../nbs/12c_tables.ipynb #ad333671
