@@ -49,15 +49,17 @@ def horizon_figure(df:pd.DataFrame, # rows of `collect_runs`
     "Validation Mean PCKh@0.5 against private step, per C (rows) and ε (columns), AdamW solid and SGD dashed; None without curves."
     d = df[df.switch.isin(['default', 'optimizer']) & df.method.isin(PAPER_METHODS) & df.horizon_curve.notna()]
     if d.empty: return None
-    long = pd.DataFrame([dict(method=r.method, C=r.C, epsilon=r.epsilon, seed=r.seed, optimizer='sgd' if r.switch == 'optimizer' else 'adamw',
+    long = pd.DataFrame([dict(method=METHOD_NAMES[r.method], C=r.C, epsilon=r.epsilon, seed=r.seed, optimizer='SGD' if r.switch == 'optimizer' else 'AdamW',
                               step=s, Mean=v) for r in d.itertuples() for s, v in r.horizon_curve])
     Cs, eps = sorted(long.C.unique(), reverse=True), sorted(long.epsilon.unique())
+    palette = {METHOD_NAMES[m]: c for m, c in PALETTE.items()}; names = [n for n in palette if n in set(long.method)]  # the paper's names, in its order
     fig, axs = plt.subplots(len(Cs), len(eps), figsize=(4 * len(eps), 3 * len(Cs)), squeeze=False, sharex=True)
     for (i, C), (j, e) in itertools.product(enumerate(Cs), enumerate(eps)):
         ax, p = axs[i, j], long[(long.C == C) & (long.epsilon == e)]
-        sns.lineplot(p, x='step', y='Mean', hue='method', style='optimizer', style_order=['adamw', 'sgd'], palette=PALETTE, errorbar=None, ax=ax,
+        sns.lineplot(p, x='step', y='Mean', hue='method', hue_order=names, style='optimizer', style_order=['AdamW', 'SGD'], palette=palette, errorbar=None, ax=ax,
                      legend=(i, j) == (0, 0))
         ax.set(title=f"C = {fmt_key(C)}, ε = {fmt_key(e)}", xlabel='private step', ylabel='Mean PCKh@0.5 (validation subset)')
+    sns.move_legend(axs[0, 0], 'upper left', bbox_to_anchor=(1.02, 1), bbox_transform=axs[0, -1].transAxes, frameon=False)  # beside the panels, over no curve
     fig.suptitle(f"Validation curves — {data_label(df)}", y=1.02)
     return fig
 
