@@ -16,7 +16,8 @@ from .paper import paper_table
 from .figures import PALETTE, save_figure
 
 # %% auto #0
-__all__ = ['ABLATION_ORDER', 'ABLATION_COLUMNS', 'ablation_table', 'horizon_figure', 'ablation_markdown', 'write_ablations']
+__all__ = ['ABLATION_ORDER', 'ABLATION_COLUMNS', 'ablation_table', 'horizon_figure', 'switch_summary', 'ablation_markdown',
+           'switch_markdown', 'write_ablations']
 
 # %% ../../nbs/12g_ablation.ipynb #0b736882
 ABLATION_ORDER = ('default', *dict.fromkeys(s for s, _ in ABLATIONS), 'select', 'authors_code')  # row order of the table
@@ -63,6 +64,25 @@ def horizon_figure(df:pd.DataFrame, # rows of `collect_runs`
     fig.suptitle(f"Validation curves — {data_label(df)}", y=1.02)
     return fig
 
+# %% ../../nbs/12g_ablation.ipynb #1695ede0
+def switch_summary(t:pd.DataFrame, # from `ablation_table`
+                  )->pd.DataFrame:
+    "Per switch value and C: the Means' change from the defaults, how many gaps move toward the paper's, the share of the distance to them closed, the largest gap."
+    base = t[t.switch == 'default'].set_index(['method', 'C', 'epsilon']).gap_to_dpsgd
+    rows = []
+    for (sw, val, C), g in t.groupby(['switch', 'value', 'C'], sort=False):
+        cells = g[np.isfinite(g.paper_gap) & np.isfinite(g.gap_to_dpsgd)]
+        before = np.array([base.get((r.method, r.C, r.epsilon), np.nan) for r in cells.itertuples()])
+        dist0, dist = np.abs(before - cells.paper_gap).sum(), np.abs(cells.gap_to_dpsgd - cells.paper_gap).sum()
+        top = g.loc[g.gap_to_dpsgd.idxmax()] if g.gap_to_dpsgd.notna().any() else None
+        rows.append(dict(switch=sw, value=val, C=C, rows=len(g), delta_median=g.delta_vs_default.median(), delta_min=g.delta_vs_default.min(),
+                         delta_max=g.delta_vs_default.max(), toward_paper=f"{(g.toward_paper == 'yes').sum()} of {g.toward_paper.isin(['yes', 'no']).sum()}",
+                         distance_closed=(dist0 - dist) / dist0 if len(cells) and dist0 > 0 else np.nan,
+                         largest_gap=np.nan if top is None else top.gap_to_dpsgd,
+                         largest_gap_at='' if top is None else f"{METHOD_NAMES[top.method]}, ε = {fmt_key(top.epsilon)}",
+                         paper_gap_there=np.nan if top is None else top.paper_gap))
+    return pd.DataFrame(rows)
+
 # %% ../../nbs/12g_ablation.ipynb #98dccf15
 def ablation_markdown(t:pd.DataFrame, # from `ablation_table`
                      )->str:
@@ -72,10 +92,23 @@ def ablation_markdown(t:pd.DataFrame, # from `ablation_table`
                      method=t.method.map(METHOD_NAMES), **{c: t[c].map(signed) for c in ('delta_vs_default', 'gap_to_dpsgd', 'paper_gap')})
     return markdown_table(cells.drop(columns='Mean std').rename(columns={'epsilon': 'ε', 'Mean': 'Mean PCKh@0.5'}))
 
+def switch_markdown(s:pd.DataFrame, # from `switch_summary`
+                   )->str:
+    "The per-switch summary as Markdown: changes signed, the closed distance in percent."
+    signed = lambda v: f'{v:+.2f}' if np.isfinite(v) else ''
+    cells = s.assign(delta=[f'{signed(m)} ({signed(lo)} to {signed(hi)})' for m, lo, hi in zip(s.delta_median, s.delta_min, s.delta_max)],
+                     distance_closed=[f'{v:+.0%}' if np.isfinite(v) else '' for v in s.distance_closed],
+                     largest_gap=[f"{signed(g)} ({at}{'; paper ' + signed(pg) if np.isfinite(pg) else ''})" if np.isfinite(g) else '' for g, at, pg in zip(s.largest_gap, s.largest_gap_at, s.paper_gap_there)])
+    return markdown_table(cells.assign(C=cells.C.map(fmt_key))[['switch', 'value', 'C', 'rows', 'delta', 'toward_paper', 'distance_closed', 'largest_gap']].rename(columns={
+        'delta': 'Mean vs default: median (range)', 'toward_paper': 'gaps toward the paper', 'distance_closed': 'distance to the paper closed',
+        'largest_gap': 'largest gap over DP-SGD'}))
+
 def write_ablations(df:pd.DataFrame, # rows of `collect_runs` (one data source)
                     out:Path, # report folder
                    )->list:
-    "`ablations.csv` / `.md` and `horizon.png` in `out` when `df` holds switched runs; return the paths."
+    "`ablations.csv` / `.md`, `switches.csv` / `.md` and `horizon.png` in `out` when `df` holds switched runs; return the paths."
     if not (df.switch != 'default').any() or (t := ablation_table(df)).empty: return []
     paths = write_table(t, f"Ablations (MPII, finetune): one switch at a time; {data_label(df)}; the paper's gaps from real MPII.", 'ablations', out, ablation_markdown)
+    paths += write_table(switch_summary(t), f"Ablations per switch (MPII, finetune): {data_label(df)}; distance: Σ|gap to DP-SGD − the paper's gap| over the paper methods' cells.",
+                         'switches', out, switch_markdown)
     return paths + ([save_figure(fig, out/'horizon.png')] if (fig := horizon_figure(df)) is not None else [])
