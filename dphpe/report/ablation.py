@@ -16,13 +16,18 @@ from .paper import paper_table
 from .figures import PALETTE, save_figure
 
 # %% auto #0
-__all__ = ['ABLATION_ORDER', 'ABLATION_COLUMNS', 'ablation_table', 'horizon_figure', 'switch_summary', 'ablation_markdown',
-           'switch_markdown', 'write_ablations']
+__all__ = ['ABLATION_ORDER', 'ABLATION_COLUMNS', 'default_gaps', 'ablation_table', 'horizon_figure', 'switch_summary', 'signed',
+           'ablation_markdown', 'switch_markdown', 'write_ablations']
 
 # %% ../../nbs/12g_ablation.ipynb #0b736882
 ABLATION_ORDER = ('default', *dict.fromkeys(s for s, _ in ABLATIONS), 'select', 'authors_code')  # row order of the table
 ABLATION_COLUMNS = ['switch', 'value', 'method', 'C', 'epsilon', 'Mean', 'Mean std', 'n', 'delta_vs_default', 'gap_to_dpsgd',
                     'paper_gap', 'toward_paper']
+
+def default_gaps(t:pd.DataFrame, # from `ablation_table`
+                )->pd.Series:
+    "Each (method, C, ε)'s gap to DP-SGD at the defaults: what a switch's gap is compared with."
+    return t[t.switch == 'default'].set_index(['method', 'C', 'epsilon']).gap_to_dpsgd
 
 def ablation_table(df:pd.DataFrame, # rows of `collect_runs`
                   )->pd.DataFrame:
@@ -37,7 +42,7 @@ def ablation_table(df:pd.DataFrame, # rows of `collect_runs`
     t['delta_vs_default'] = [r.Mean - at('default', r.method).get((r.C, r.epsilon), np.nan) for r in t.itertuples()]
     t['gap_to_dpsgd'] = [r.Mean - dpsgd(r) if r.method != 'dpsgd' else np.nan for r in t.itertuples()]
     t['paper_gap'] = [paper_gap(r) for r in t.itertuples()]
-    base = t[t.switch == 'default'].set_index(['method', 'C', 'epsilon']).gap_to_dpsgd
+    base = default_gaps(t)
     closer = lambda r: abs(r.gap_to_dpsgd - r.paper_gap) < abs(base.get((r.method, r.C, r.epsilon), np.nan) - r.paper_gap)
     t['toward_paper'] = [('yes' if closer(r) else 'no') if r.switch != 'default' and np.isfinite(r.paper_gap) and np.isfinite(r.gap_to_dpsgd) else ''
                          for r in t.itertuples()]
@@ -68,7 +73,7 @@ def horizon_figure(df:pd.DataFrame, # rows of `collect_runs`
 def switch_summary(t:pd.DataFrame, # from `ablation_table`
                   )->pd.DataFrame:
     "Per switch value and C: the Means' change from the defaults, how many gaps move toward the paper's, the share of the distance to them closed, the largest gap."
-    base = t[t.switch == 'default'].set_index(['method', 'C', 'epsilon']).gap_to_dpsgd
+    base = default_gaps(t)
     rows = []
     for (sw, val, C), g in t.groupby(['switch', 'value', 'C'], sort=False):
         cells = g[np.isfinite(g.paper_gap) & np.isfinite(g.gap_to_dpsgd)]
@@ -84,10 +89,13 @@ def switch_summary(t:pd.DataFrame, # from `ablation_table`
     return pd.DataFrame(rows)
 
 # %% ../../nbs/12g_ablation.ipynb #98dccf15
+def signed(v:float)->str:
+    "A difference as the tables print it: signed, two decimals; '' for none."
+    return f'{v:+.2f}' if np.isfinite(v) else ''
+
 def ablation_markdown(t:pd.DataFrame, # from `ablation_table`
                      )->str:
     "The ablation table as Markdown: Mean as mean ± std, differences signed, keys as the paper writes them."
-    signed = lambda v: f'{v:+.2f}' if np.isfinite(v) else ''
     cells = t.assign(Mean=[fmt_pm(m, s) for m, s in zip(t.Mean, t['Mean std'])], C=t.C.map(fmt_key), epsilon=t.epsilon.map(fmt_key),
                      method=t.method.map(METHOD_NAMES), **{c: t[c].map(signed) for c in ('delta_vs_default', 'gap_to_dpsgd', 'paper_gap')})
     return markdown_table(cells.drop(columns='Mean std').rename(columns={'epsilon': 'ε', 'Mean': 'Mean PCKh@0.5'}))
@@ -95,7 +103,6 @@ def ablation_markdown(t:pd.DataFrame, # from `ablation_table`
 def switch_markdown(s:pd.DataFrame, # from `switch_summary`
                    )->str:
     "The per-switch summary as Markdown: changes signed, the closed distance in percent."
-    signed = lambda v: f'{v:+.2f}' if np.isfinite(v) else ''
     cells = s.assign(delta=[f'{signed(m)} ({signed(lo)} to {signed(hi)})' for m, lo, hi in zip(s.delta_median, s.delta_min, s.delta_max)],
                      distance_closed=[f'{v:+.0%}' if np.isfinite(v) else '' for v in s.distance_closed],
                      largest_gap=[f"{signed(g)} ({at}{'; paper ' + signed(pg) if np.isfinite(pg) else ''})" if np.isfinite(g) else '' for g, at, pg in zip(s.largest_gap, s.largest_gap_at, s.paper_gap_there)])
