@@ -16,36 +16,50 @@ from .paper import paper_table
 from .figures import PALETTE, save_figure
 
 # %% auto #0
-__all__ = ['ABLATION_ORDER', 'ABLATION_COLUMNS', 'default_gaps', 'ablation_table', 'horizon_figure', 'switch_summary', 'signed',
-           'ablation_markdown', 'switch_markdown', 'write_ablations']
+__all__ = ['ABLATION_ORDER', 'ABLATION_KEYS', 'ABLATION_COLUMNS', 'default_gaps', 'seed_verdict', 'paired_runs', 'ablation_table',
+           'horizon_figure', 'switch_summary', 'signed', 'ablation_markdown', 'switch_markdown', 'write_ablations']
 
 # %% ../../nbs/12g_ablation.ipynb #0b736882
 ABLATION_ORDER = ('default', *dict.fromkeys(s for s, _ in ABLATIONS), 'select', 'authors_code')  # row order of the table
-ABLATION_COLUMNS = ['switch', 'value', 'method', 'C', 'epsilon', 'Mean', 'Mean std', 'n', 'delta_vs_default', 'gap_to_dpsgd',
-                    'paper_gap', 'toward_paper']
+ABLATION_KEYS = ['switch', 'value', 'method', 'C', 'epsilon']  # one table row
+ABLATION_COLUMNS = [*ABLATION_KEYS, 'Mean', 'Mean std', 'n', 'delta_vs_default', 'gap_to_dpsgd', 'gap std', 'paper_gap', 'toward_paper']
 
 def default_gaps(t:pd.DataFrame, # from `ablation_table`
                 )->pd.Series:
     "Each (method, C, ε)'s gap to DP-SGD at the defaults: what a switch's gap is compared with."
     return t[t.switch == 'default'].set_index(['method', 'C', 'epsilon']).gap_to_dpsgd
 
+def seed_verdict(toward:pd.Series, # per seed: 1. moved toward the paper's gap, 0. away, NaN not comparable
+                )->str:
+    "'yes' when every comparable seed moves toward the paper, 'no' when none does, 'mixed' otherwise; '' without one."
+    s = toward.dropna()
+    return '' if s.empty else 'yes' if s.all() else 'no' if not s.any() else 'mixed'
+
+def paired_runs(df:pd.DataFrame, # rows of `collect_runs`
+               )->pd.DataFrame:
+    "One row per private MPII finetune run of the ablation, beside its partners of the same seed: the default run, DP-SGD and the paper's gap."
+    d = df[(df.dataset == 'mpii') & (df.method != 'nonprivate') & (df.strategy == 'finetune') & df.switch.isin(ABLATION_ORDER)]
+    d = pd.concat([d, d[d.switch == 'default'].assign(switch='select', value='best', Mean=lambda t: t.peak_Mean)])[[*ABLATION_KEYS, 'seed', 'Mean']]
+    base = d[d.switch == 'default'].drop(columns=['switch', 'value'])
+    own = d[d.method == 'dpsgd'].drop(columns='method').rename(columns={'Mean': 'own_dpsgd'})
+    p = (d.merge(base.rename(columns={'Mean': 'default'}), on=['method', 'C', 'epsilon', 'seed'], how='left')
+          .merge(own, on=['switch', 'value', 'C', 'epsilon', 'seed'], how='left')
+          .merge(base[base.method == 'dpsgd'].drop(columns='method').rename(columns={'Mean': 'default_dpsgd'}), on=['C', 'epsilon', 'seed'], how='left'))
+    ran = set(own[['switch', 'value', 'C', 'epsilon']].itertuples(index=False, name=None))  # where the switch has DP-SGD runs of its own
+    p['dpsgd'] = np.where([k in ran for k in p[['switch', 'value', 'C', 'epsilon']].itertuples(index=False, name=None)], p.own_dpsgd, p.default_dpsgd)
+    paper = paper_table('mpii_dp').query("strategy == 'finetune'").set_index(['method', 'C', 'epsilon']).Mean
+    p['paper_gap'] = [paper.get((m, C, e), np.nan) - paper.get(('dpsgd', C, e), np.nan) if m != 'dpsgd' else np.nan for m, C, e in zip(p.method, p.C, p.epsilon)]
+    gap = (p.Mean - p.dpsgd).where(p.method != 'dpsgd')
+    before, after = (p.default - p.default_dpsgd - p.paper_gap).abs(), (gap - p.paper_gap).abs()
+    return p.assign(delta=p.Mean - p.default, gap=gap, toward=(after < before).astype(float).where(after.notna() & before.notna() & (p.switch != 'default')))
+
 def ablation_table(df:pd.DataFrame, # rows of `collect_runs`
                   )->pd.DataFrame:
     "Per (switch, value, method, C, ε) of the private MPII finetune runs: Mean over seeds, its change from the default, and the gap to DP-SGD against the paper's."
-    d = df[(df.dataset == 'mpii') & (df.method != 'nonprivate') & (df.strategy == 'finetune') & df.switch.isin(ABLATION_ORDER)]
-    d = pd.concat([d, d[d.switch == 'default'].assign(switch='select', value='best', Mean=lambda t: t.peak_Mean)])
-    t = mean_std(d, ['switch', 'value', 'method', 'C', 'epsilon'], ['Mean'])
-    at = lambda sw, m: t[(t.switch == sw) & (t.method == m)].set_index(['C', 'epsilon']).Mean
-    def dpsgd(r): return at(r.switch, 'dpsgd').get((r.C, r.epsilon), at('default', 'dpsgd').get((r.C, r.epsilon), np.nan))
-    paper = paper_table('mpii_dp').query("strategy == 'finetune'").set_index(['method', 'C', 'epsilon']).Mean
-    def paper_gap(r): return paper.get((r.method, r.C, r.epsilon), np.nan) - paper.get(('dpsgd', r.C, r.epsilon), np.nan) if r.method != 'dpsgd' else np.nan
-    t['delta_vs_default'] = [r.Mean - at('default', r.method).get((r.C, r.epsilon), np.nan) for r in t.itertuples()]
-    t['gap_to_dpsgd'] = [r.Mean - dpsgd(r) if r.method != 'dpsgd' else np.nan for r in t.itertuples()]
-    t['paper_gap'] = [paper_gap(r) for r in t.itertuples()]
-    base = default_gaps(t)
-    closer = lambda r: abs(r.gap_to_dpsgd - r.paper_gap) < abs(base.get((r.method, r.C, r.epsilon), np.nan) - r.paper_gap)
-    t['toward_paper'] = [('yes' if closer(r) else 'no') if r.switch != 'default' and np.isfinite(r.paper_gap) and np.isfinite(r.gap_to_dpsgd) else ''
-                         for r in t.itertuples()]
+    p = paired_runs(df)
+    diffs = p.groupby(ABLATION_KEYS, sort=False).agg(delta_vs_default=('delta', 'mean'), gap_to_dpsgd=('gap', 'mean'), gap_std=('gap', 'std'),
+                                                      paper_gap=('paper_gap', 'first'), toward_paper=('toward', seed_verdict))
+    t = mean_std(p, ABLATION_KEYS, ['Mean']).merge(diffs.rename(columns={'gap_std': 'gap std'}).reset_index(), on=ABLATION_KEYS)
     t = t.assign(_s=t.switch.map(ABLATION_ORDER.index), _m=t.method.map(ORDER['method'].index))
     return t.sort_values(['_s', 'value', '_m', 'C', 'epsilon'], ascending=[True, True, True, False, True])[ABLATION_COLUMNS].reset_index(drop=True)
 
@@ -81,7 +95,7 @@ def switch_summary(t:pd.DataFrame, # from `ablation_table`
         dist0, dist = np.abs(before - cells.paper_gap).sum(), np.abs(cells.gap_to_dpsgd - cells.paper_gap).sum()
         top = g.loc[g.gap_to_dpsgd.idxmax()] if g.gap_to_dpsgd.notna().any() else None
         rows.append(dict(switch=sw, value=val, C=C, rows=len(g), delta_median=g.delta_vs_default.median(), delta_min=g.delta_vs_default.min(),
-                         delta_max=g.delta_vs_default.max(), toward_paper=f"{(g.toward_paper == 'yes').sum()} of {g.toward_paper.isin(['yes', 'no']).sum()}",
+                         delta_max=g.delta_vs_default.max(), toward_paper=f"{(g.toward_paper == 'yes').sum()} of {g.toward_paper.isin(['yes', 'no', 'mixed']).sum()}" + (f" ({m} mixed)" if (m := (g.toward_paper == 'mixed').sum()) else ''),
                          distance_closed=(dist0 - dist) / dist0 if len(cells) and dist0 > 0 else np.nan,
                          largest_gap=np.nan if top is None else top.gap_to_dpsgd,
                          largest_gap_at='' if top is None else f"{METHOD_NAMES[top.method]}, ε = {fmt_key(top.epsilon)}",
@@ -95,10 +109,11 @@ def signed(v:float)->str:
 
 def ablation_markdown(t:pd.DataFrame, # from `ablation_table`
                      )->str:
-    "The ablation table as Markdown: Mean as mean ± std, differences signed, keys as the paper writes them."
+    "The ablation table as Markdown: Mean and the gap as mean ± std over seeds, differences signed, keys as the paper writes them."
     cells = t.assign(Mean=[fmt_pm(m, s) for m, s in zip(t.Mean, t['Mean std'])], C=t.C.map(fmt_key), epsilon=t.epsilon.map(fmt_key),
-                     method=t.method.map(METHOD_NAMES), **{c: t[c].map(signed) for c in ('delta_vs_default', 'gap_to_dpsgd', 'paper_gap')})
-    return markdown_table(cells.drop(columns='Mean std').rename(columns={'epsilon': 'ε', 'Mean': 'Mean PCKh@0.5'}))
+                     method=t.method.map(METHOD_NAMES), **{c: t[c].map(signed) for c in ('delta_vs_default', 'paper_gap')},
+                     gap_to_dpsgd=[signed(g) + (f' ± {s:.2f}' if np.isfinite(s) else '') for g, s in zip(t.gap_to_dpsgd, t['gap std'])])
+    return markdown_table(cells.drop(columns=['Mean std', 'gap std']).rename(columns={'epsilon': 'ε', 'Mean': 'Mean PCKh@0.5'}))
 
 def switch_markdown(s:pd.DataFrame, # from `switch_summary`
                    )->str:
