@@ -12,7 +12,7 @@ import numpy as np
 __all__ = ['NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'check_synth', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study',
            'param_value', 'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'cmd_report', 'study_preset',
            'dataset_folder', 'train_config', 'cmd_pretrain', 'cmd_baselines', 'cmd_regime', 'cmd_calibrate',
-           'write_regime', 'cmd_audit', 'cmd_noise', 'cmd_bench', 'parser', 'main']
+           'write_regime', 'cmd_audit', 'cmd_noise', 'cmd_bench', 'cmd_probe', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -329,6 +329,15 @@ def cmd_bench(args):
             print(f"  {m}: {r['uncached_ms_per_sample'][m]:.2f} ms per sample from the images, x{v:.2f} faster from the cached prefix features")
     return 0
 
+# %% ../nbs/90_cli.ipynb #04ea6345
+def cmd_probe(args):
+    "`dphpe probe`: where the first private updates go, under AdamW and SGD (see `dphpe.probe`)."
+    from dphpe.probe import write_probe
+    out = Path(args.out or Path('figures')/args.preset)
+    files = write_probe(out, args.preset, steps=args.steps, persons=args.persons, seeds=tuple(args.seeds))
+    print(files[2].read_text() + f"\n{len(files)} files written to {out}")
+    return 0
+
 # %% ../nbs/90_cli.ipynb #15caf77c
 NEGATIVE_NUMBER = re.compile(r'^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$')  # argparse's own pattern misses exponents such as -1e-5
 
@@ -414,6 +423,13 @@ def parser()->argparse.ArgumentParser:
     au.add_argument('--json', action='store_true', help='print the table as JSON')
     au.add_argument('--quiet', action='store_true', help='no progress bars')
     au.set_defaults(func=cmd_audit)
+    pb = sub.add_parser('probe', help='where the first private updates go: cosine to the clean gradient, share in the subspace, AdamW and SGD')
+    pb.add_argument('--preset', default='ablation', help='a study preset (default ablation)')
+    pb.add_argument('--steps', type=int, default=100, help='private steps per configuration')
+    pb.add_argument('--persons', type=int, default=64, help='validation persons of the clean gradient')
+    pb.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2], help='seeds of the runs (default 0 1 2)')
+    pb.add_argument('--out', default=None, help='default figures/<preset>')
+    pb.set_defaults(func=cmd_probe)
     nz = sub.add_parser('noise', help='noise multiplier for a target (epsilon, delta)')
     nz.add_argument('--epsilon', type=float, required=True, help='target ε (0 < ε ≤ 50; the paper: 0.2 to 0.8)')
     nz.add_argument('--delta', type=float, default=4e-5, help='target δ in (0, 1) (default 4e-5, the paper\'s)')
