@@ -55,8 +55,10 @@ class UpdateProbe(Callback):
         dp = self.learn.private_step.dp
         d, g = flat(dp.params).detach() - self.theta, self.grad
         V = dp.subspace.V if dp.subspace is not None else None  # the subspace this step was projected on
+        inV = V @ (V.T @ d) if V is not None else None  # the part of the update inside span(V)
         self.rows.append(dict(step=len(self.rows) + 1, loss=float(self.loss), update_norm=float(d.norm()), cos_descent=float(-(g @ d) / (g.norm() * d.norm())),
-                              first_order=float(g @ d), in_subspace=float((V.T @ d).norm() ** 2 / d.norm() ** 2) if V is not None else np.nan))
+                              first_order=float(g @ d), in_subspace=float(inV.norm() ** 2 / d.norm() ** 2) if V is not None else np.nan,
+                              first_order_in_subspace=float(g @ inV) if V is not None else np.nan))
         if self.steps and len(self.rows) >= self.steps: raise CancelFitException()
 
 # %% ../nbs/15_update_probe.ipynb #e6a29350
@@ -86,10 +88,11 @@ OPTIMIZER_NAMES = {'adamw': 'AdamW', 'sgd': 'SGD'}
 
 def probe_summary(df:pd.DataFrame, # rows of `probe_run`, one or more configurations
                  )->pd.DataFrame:
-    "Per configuration and seed: steps, median cosine to −g, share of uphill steps, median share in V, clean loss first and last."
+    "Per configuration and seed: steps, median cosine to −g, share of uphill steps, median share in V, Σ first-order change (all, in V), clean loss first and last."
     g = df.sort_values('step').groupby([*PROBE_KEYS, 'seed'], sort=False)
     t = g.agg(steps=('step', 'size'), cos_descent=('cos_descent', 'median'), uphill=('first_order', lambda s: (s > 0).mean()),
                  in_subspace=('in_subspace', 'median'), update_norm=('update_norm', 'median'),
+                 first_order=('first_order', 'sum'), first_order_in_subspace=('first_order_in_subspace', lambda s: s.sum(min_count=1)),
                  loss_first=('loss', 'first'), loss_last=('loss', 'last')).reset_index()
     order = t.method.map(list(METHOD_NAMES).index), -t.C, t.epsilon, t.optimizer.map(list(OPTIMIZER_NAMES).index), t.seed
     return t.iloc[np.lexsort(order[::-1])].reset_index(drop=True)  # the paper's method order, C = 1 first, AdamW before SGD
@@ -127,6 +130,7 @@ def probe_markdown(t:pd.DataFrame, # from `probe_summary`
         rows.append({'method': METHOD_NAMES[m], 'optimizer': OPTIMIZER_NAMES[o], 'C': fmt_key(C), 'ε': fmt_key(e), 'seeds': str(len(g)), 'steps': str(g.steps.max()),
                      'cos(Δθ, −g), median': spread(g.cos_descent, '{:+.3f}'), 'steps uphill': spread(g.uphill, '{:.0%}'),
                      'share in span(V), median': spread(g.in_subspace, '{:.0%}'), '‖Δθ‖, median': spread(g.update_norm, '{:.4f}'),
+                     'Σ gᵀΔθ': spread(g.first_order, '{:+.4f}'), 'Σ gᵀΔθ in span(V)': spread(g.first_order_in_subspace, '{:+.4f}'),
                      'clean loss before the last step': spread(g.loss_last, '{:.4f}') + f" (first {spread(g.loss_first, '{:.4f}')})"})
     return markdown_table(pd.DataFrame(rows))
 
@@ -139,13 +143,14 @@ def probe_files(df:pd.DataFrame, # rows of `probe_run`
     (out/'probe.csv').write_text(f"# Update probe{caption}: one row per private step\n" + df.to_csv(index=False))
     steps, persons = df.groupby([*PROBE_KEYS, 'seed']).size().max(), df.attrs.get('persons', '')
     about = (f"Update probe{caption}, first {steps} private steps: median cos(Δθ, −g) to the clean gradient g of {persons} validation persons, the share of "
-             "steps uphill to first order (gᵀΔθ > 0), the median share of ‖Δθ‖² in span(V), the median update norm and the clean loss before the first and the last step; "
+             "steps uphill to first order (gᵀΔθ > 0), the median share of ‖Δθ‖² in span(V), the median update norm, the summed first-order change of the clean loss "
+             "(all of Δθ, and its part in span(V)) and the clean loss before the first and the last step; "
              "in the Markdown, the median over seeds [their range]")
     return [out/'probe.csv', *write_table(probe_summary(df), about, 'probe_summary', out, probe_markdown), save_figure(probe_figure(df, f'Update probe{caption}'), out/'probe.png')]
 
 def write_probe(out:Path, # report folder
                 preset:str='ablation', # a key of `STUDY_PRESETS`
-                methods:tuple=('dpsgd', 'projection'), optimizers:tuple=('adamw', 'sgd'),
+                methods:tuple=('dpsgd', 'projection', 'feature_projection'), optimizers:tuple=('adamw', 'sgd'),
                 C:tuple=(1., .01), epsilon:tuple=(.2,),
                 steps:int=100, # private steps per configuration
                 persons:int=64, # validation persons of the clean gradient
