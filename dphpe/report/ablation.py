@@ -16,18 +16,13 @@ from .paper import paper_table
 from .figures import PALETTE, save_figure
 
 # %% auto #0
-__all__ = ['ABLATION_ORDER', 'ABLATION_KEYS', 'ABLATION_COLUMNS', 'default_gaps', 'seed_verdict', 'paired_runs', 'ablation_table',
+__all__ = ['ABLATION_ORDER', 'ABLATION_KEYS', 'ABLATION_COLUMNS', 'seed_verdict', 'paired_runs', 'ablation_table',
            'horizon_figure', 'switch_summary', 'signed', 'ablation_markdown', 'switch_markdown', 'write_ablations']
 
 # %% ../../nbs/12g_ablation.ipynb #0b736882
 ABLATION_ORDER = ('default', *dict.fromkeys(s for s, _ in ABLATIONS), 'select', 'authors_code')  # row order of the table
 ABLATION_KEYS = ['switch', 'value', 'method', 'C', 'epsilon']  # one table row
-ABLATION_COLUMNS = [*ABLATION_KEYS, 'Mean', 'Mean std', 'n', 'delta_vs_default', 'gap_to_dpsgd', 'gap std', 'paper_gap', 'toward_paper']
-
-def default_gaps(t:pd.DataFrame, # from `ablation_table`
-                )->pd.Series:
-    "Each (method, C, ε)'s gap to DP-SGD at the defaults: what a switch's gap is compared with."
-    return t[t.switch == 'default'].set_index(['method', 'C', 'epsilon']).gap_to_dpsgd
+ABLATION_COLUMNS = [*ABLATION_KEYS, 'Mean', 'Mean std', 'n', 'delta_vs_default', 'gap_to_dpsgd', 'gap std', 'default_gap', 'paper_gap', 'toward_paper']
 
 def seed_verdict(toward:pd.Series, # per seed: 1. moved toward the paper's gap, 0. away, NaN not comparable
                 )->str:
@@ -51,14 +46,15 @@ def paired_runs(df:pd.DataFrame, # rows of `collect_runs`
     p['paper_gap'] = [paper.get((m, C, e), np.nan) - paper.get(('dpsgd', C, e), np.nan) if m != 'dpsgd' else np.nan for m, C, e in zip(p.method, p.C, p.epsilon)]
     gap = (p.Mean - p.dpsgd).where(p.method != 'dpsgd')
     before, after = (p.default - p.default_dpsgd - p.paper_gap).abs(), (gap - p.paper_gap).abs()
-    return p.assign(delta=p.Mean - p.default, gap=gap, toward=(after < before).astype(float).where(after.notna() & before.notna() & (p.switch != 'default')))
+    return p.assign(delta=p.Mean - p.default, gap=gap, default_gap=(p.default - p.default_dpsgd).where(gap.notna()),  # the defaults' gap in the same seeds
+                    toward=(after < before).astype(float).where(after.notna() & before.notna() & (p.switch != 'default')))
 
 def ablation_table(df:pd.DataFrame, # rows of `collect_runs`
                   )->pd.DataFrame:
     "Per (switch, value, method, C, ε) of the private MPII finetune runs: Mean over seeds, its change from the default, and the gap to DP-SGD against the paper's."
     p = paired_runs(df)
     diffs = p.groupby(ABLATION_KEYS, sort=False).agg(delta_vs_default=('delta', 'mean'), gap_to_dpsgd=('gap', 'mean'), gap_std=('gap', 'std'),
-                                                      paper_gap=('paper_gap', 'first'), toward_paper=('toward', seed_verdict))
+                                                      default_gap=('default_gap', 'mean'), paper_gap=('paper_gap', 'first'), toward_paper=('toward', seed_verdict))
     t = mean_std(p, ABLATION_KEYS, ['Mean']).merge(diffs.rename(columns={'gap_std': 'gap std'}).reset_index(), on=ABLATION_KEYS)
     t = t.assign(_s=t.switch.map(ABLATION_ORDER.index), _m=t.method.map(ORDER['method'].index))
     return t.sort_values(['_s', 'value', '_m', 'C', 'epsilon'], ascending=[True, True, True, False, True])[ABLATION_COLUMNS].reset_index(drop=True)
@@ -87,12 +83,10 @@ def horizon_figure(df:pd.DataFrame, # rows of `collect_runs`
 def switch_summary(t:pd.DataFrame, # from `ablation_table`
                   )->pd.DataFrame:
     "Per switch value and C: the Means' change from the defaults, how many gaps move toward the paper's, the share of the distance to them closed, the largest gap."
-    base = default_gaps(t)
     rows = []
     for (sw, val, C), g in t.groupby(['switch', 'value', 'C'], sort=False):
         cells = g[np.isfinite(g.paper_gap) & np.isfinite(g.gap_to_dpsgd)]
-        before = np.array([base.get((r.method, r.C, r.epsilon), np.nan) for r in cells.itertuples()])
-        dist0, dist = np.abs(before - cells.paper_gap).sum(), np.abs(cells.gap_to_dpsgd - cells.paper_gap).sum()
+        dist0, dist = np.abs(cells.default_gap - cells.paper_gap).sum(), np.abs(cells.gap_to_dpsgd - cells.paper_gap).sum()  # the same seeds
         top = g.loc[g.gap_to_dpsgd.idxmax()] if g.gap_to_dpsgd.notna().any() else None
         rows.append(dict(switch=sw, value=val, C=C, rows=len(g), delta_median=g.delta_vs_default.median(), delta_min=g.delta_vs_default.min(),
                          delta_max=g.delta_vs_default.max(), toward_paper=f"{(g.toward_paper == 'yes').sum()} of {g.toward_paper.isin(['yes', 'no', 'mixed']).sum()}" + (f" ({m} mixed)" if (m := (g.toward_paper == 'mixed').sum()) else ''),
@@ -111,7 +105,7 @@ def ablation_markdown(t:pd.DataFrame, # from `ablation_table`
                      )->str:
     "The ablation table as Markdown: Mean and the gap as mean ± std over seeds, differences signed, keys as the paper writes them."
     cells = t.assign(Mean=[fmt_pm(m, s) for m, s in zip(t.Mean, t['Mean std'])], C=t.C.map(fmt_key), epsilon=t.epsilon.map(fmt_key),
-                     method=t.method.map(METHOD_NAMES), **{c: t[c].map(signed) for c in ('delta_vs_default', 'paper_gap')},
+                     method=t.method.map(METHOD_NAMES), **{c: t[c].map(signed) for c in ('delta_vs_default', 'default_gap', 'paper_gap')},
                      gap_to_dpsgd=[signed(g) + (f' ± {s:.2f}' if np.isfinite(s) else '') for g, s in zip(t.gap_to_dpsgd, t['gap std'])])
     return markdown_table(cells.drop(columns=['Mean std', 'gap std']).rename(columns={'epsilon': 'ε', 'Mean': 'Mean PCKh@0.5'}))
 
