@@ -120,8 +120,8 @@ def format_table(t:pd.DataFrame)->pd.DataFrame:
     return out
 
 def markdown_table(df:pd.DataFrame)->str:
-    "A frame as a GitHub Markdown table (header, separator, rows)."
-    rows = [list(map(str, df.columns)), ['---'] * len(df.columns), *df.astype(str).values.tolist()]
+    "A frame as a GitHub Markdown table (header, separator, rows); a missing cell is blank."
+    rows = [list(map(str, df.columns)), ['---'] * len(df.columns), *[['' if pd.isna(v) else str(v) for v in r] for r in df.itertuples(index=False)]]
     return '\n'.join('| ' + ' | '.join(r) + ' |' for r in rows)
 
 # %% ../../nbs/12c_tables.ipynb #13378ebd
