@@ -4,7 +4,7 @@
 
 # %% ../nbs/15_update_probe.ipynb #cf5c1b68
 from __future__ import annotations
-import itertools, tempfile
+import functools, itertools, tempfile
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 import matplotlib.pyplot as plt
@@ -18,11 +18,11 @@ from .presets import STUDY_PRESETS
 from .pretrain import public_pretraining
 from .experiment import run_params, data_root, run_data, train_run, HORIZON_PERSONS
 from .report.tables import METHOD_NAMES, fmt_key, markdown_table, write_table
-from .report.figures import PALETTE, save_figure
+from .report.figures import NAMED_PALETTE, save_figure
 
 # %% auto #0
-__all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'clean_gradient', 'UpdateProbe', 'probe_run', 'probe_summary', 'probe_figure',
-           'spread', 'probe_markdown', 'probe_files', 'write_probe']
+__all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'clean_gradient', 'UpdateProbe', 'probe_inputs', 'probe_run', 'probe_summary',
+           'probe_figure', 'spread', 'probe_markdown', 'probe_files', 'write_probe']
 
 # %% ../nbs/15_update_probe.ipynb #a3c9637d
 def clean_gradient(model, # the pose model, in the mode the run trains it in
@@ -54,14 +54,23 @@ class UpdateProbe(Callback):
         if not self.training: return
         dp = self.learn.private_step.dp
         d, g = flat(dp.params).detach() - self.theta, self.grad
+        norm, first_order = d.norm(), g @ d
         V = dp.subspace.V if dp.subspace is not None else None  # the subspace this step was projected on
         inV = V @ (V.T @ d) if V is not None else None  # the part of the update inside span(V)
-        self.rows.append(dict(step=len(self.rows) + 1, loss=float(self.loss), update_norm=float(d.norm()), cos_descent=float(-(g @ d) / (g.norm() * d.norm())),
-                              first_order=float(g @ d), in_subspace=float(inV.norm() ** 2 / d.norm() ** 2) if V is not None else np.nan,
+        self.rows.append(dict(step=len(self.rows) + 1, loss=float(self.loss), update_norm=float(norm), cos_descent=float(-first_order / (g.norm() * norm)),
+                              first_order=float(first_order), in_subspace=float(inV.norm() ** 2 / norm ** 2) if V is not None else np.nan,
                               first_order_in_subspace=float(g @ inV) if V is not None else np.nan))
         if self.steps and len(self.rows) >= self.steps: raise CancelFitException()
 
 # %% ../nbs/15_update_probe.ipynb #e6a29350
+@functools.lru_cache(maxsize=2)
+def probe_inputs(preset:str, # a key of `STUDY_PRESETS`
+                )->tuple:
+    "(splits, pretrained checkpoint) of the preset's MPII runs, read once per process: they depend on neither method nor seed."
+    p = run_params(preset=preset, method='dpsgd')
+    root = data_root(p)
+    return run_data(p, root), public_pretraining(root, STUDY_PRESETS[preset].train, progress=False)
+
 def probe_run(preset:str='ablation', # a key of `STUDY_PRESETS`
               method:str='projection', # a private method
               optimizer:str='adamw', # 'adamw' or 'sgd' (the preset's η/C)
@@ -75,11 +84,10 @@ def probe_run(preset:str='ablation', # a key of `STUDY_PRESETS`
     for name, v in (('steps', steps), ('persons', persons)):
         if not (isinstance(v, int) and v >= 1): raise ValueError(f"{name} must be a positive integer, got {v!r}.")
     p = run_params(preset=preset, method=method, optimizer=optimizer, C=C, epsilon=epsilon, seed=seed, horizon=0, **params)
-    root, train = data_root(p), STUDY_PRESETS[preset].train
-    splits = run_data(p, root)
-    probe = UpdateProbe(PoseDataset(splits.valid[:min(persons, HORIZON_PERSONS)], train.input_size), steps)
+    splits, pretrained = probe_inputs(preset)
+    probe = UpdateProbe(PoseDataset(splits.valid[:min(persons, HORIZON_PERSONS)], STUDY_PRESETS[preset].train.input_size), steps)
     with tempfile.TemporaryDirectory() as d:
-        train_run(p, splits, public_pretraining(root, train, progress=False), Path(d)/'checkpoint.pth', progress=False, cbs=[probe])
+        train_run(p, splits, pretrained, Path(d)/'checkpoint.pth', progress=False, cbs=[probe])
     return pd.DataFrame(probe.rows).assign(method=method, optimizer=optimizer, C=C, epsilon=epsilon, seed=seed)
 
 # %% ../nbs/15_update_probe.ipynb #778ed981
@@ -102,11 +110,10 @@ def probe_figure(df:pd.DataFrame, # rows of `probe_run`
                 ):
     "Clean validation loss, cosine to the descent direction and share in V against private step; C per column, AdamW solid, SGD dashed."
     d = df.assign(method=df.method.map(METHOD_NAMES), optimizer=df.optimizer.map(OPTIMIZER_NAMES))
-    palette = {METHOD_NAMES[m]: c for m, c in PALETTE.items() if m in set(df.method)}  # the report's colours
     Cs, rows = sorted(d.C.unique(), reverse=True), [('loss', 'clean validation loss'), ('cos_descent', 'cos(Δθ, −g)'), ('in_subspace', 'share of ‖Δθ‖² in span(V)')]
     fig, axs = plt.subplots(len(rows), len(Cs), figsize=(4.5 * len(Cs), 2.8 * len(rows)), squeeze=False, sharex=True)
     for (i, (col, label)), (j, C) in itertools.product(enumerate(rows), enumerate(Cs)):
-        sns.lineplot(d[d.C == C], x='step', y=col, hue='method', palette=palette, style='optimizer', style_order=['AdamW', 'SGD'], errorbar=None,
+        sns.lineplot(d[d.C == C], x='step', y=col, hue='method', palette={n: NAMED_PALETTE[n] for n in set(d.method)}, style='optimizer', style_order=['AdamW', 'SGD'], errorbar=None,
                      ax=axs[i, j], legend=(i, j) == (0, 0))
         axs[i, j].set(ylabel=label if j == 0 else '', xlabel='private step', title=f"C = {fmt_key(C)}" if i == 0 else '')
     sns.move_legend(axs[0, 0], 'upper left', bbox_to_anchor=(1.02, 1), bbox_transform=axs[0, -1].transAxes, frameon=False)

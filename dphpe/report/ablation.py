@@ -13,7 +13,7 @@ from ..presets import ABLATIONS, PAPER_METHODS
 from .collect import data_label
 from .tables import ORDER, METHOD_NAMES, mean_std, fmt_pm, fmt_key, markdown_table, write_table
 from .paper import paper_table
-from .figures import PALETTE, save_figure
+from .figures import NAMED_PALETTE, save_figure
 
 # %% auto #0
 __all__ = ['ABLATION_ORDER', 'ABLATION_KEYS', 'ABLATION_COLUMNS', 'seed_verdict', 'paired_runs', 'ablation_table',
@@ -40,13 +40,13 @@ def paired_runs(df:pd.DataFrame, # rows of `collect_runs`
     p = (d.merge(base.rename(columns={'Mean': 'default'}), on=['method', 'C', 'epsilon', 'seed'], how='left')
           .merge(own, on=['switch', 'value', 'C', 'epsilon', 'seed'], how='left')
           .merge(base[base.method == 'dpsgd'].drop(columns='method').rename(columns={'Mean': 'default_dpsgd'}), on=['C', 'epsilon', 'seed'], how='left'))
-    ran = set(own[['switch', 'value', 'C', 'epsilon']].itertuples(index=False, name=None))  # where the switch has DP-SGD runs of its own
-    p['dpsgd'] = np.where([k in ran for k in p[['switch', 'value', 'C', 'epsilon']].itertuples(index=False, name=None)], p.own_dpsgd, p.default_dpsgd)
+    ran = p.groupby(['switch', 'value', 'C', 'epsilon']).own_dpsgd.transform('count') > 0  # the switch has DP-SGD runs of its own there
+    p['dpsgd'] = p.own_dpsgd.where(ran, p.default_dpsgd)
     paper = paper_table('mpii_dp').query("strategy == 'finetune'").set_index(['method', 'C', 'epsilon']).Mean
     p['paper_gap'] = [paper.get((m, C, e), np.nan) - paper.get(('dpsgd', C, e), np.nan) if m != 'dpsgd' else np.nan for m, C, e in zip(p.method, p.C, p.epsilon)]
-    gap = (p.Mean - p.dpsgd).where(p.method != 'dpsgd')
-    before, after = (p.default - p.default_dpsgd - p.paper_gap).abs(), (gap - p.paper_gap).abs()
-    return p.assign(delta=p.Mean - p.default, gap=gap, default_gap=(p.default - p.default_dpsgd).where(gap.notna()),  # the defaults' gap in the same seeds
+    gap, default_gap = (p.Mean - p.dpsgd).where(p.method != 'dpsgd'), p.default - p.default_dpsgd
+    before, after = (default_gap - p.paper_gap).abs(), (gap - p.paper_gap).abs()
+    return p.assign(delta=p.Mean - p.default, gap=gap, default_gap=default_gap.where(gap.notna()),  # the defaults' gap in the same seeds
                     toward=(after < before).astype(float).where(after.notna() & before.notna() & (p.switch != 'default')))
 
 def ablation_table(df:pd.DataFrame, # rows of `collect_runs`
@@ -68,11 +68,11 @@ def horizon_figure(df:pd.DataFrame, # rows of `collect_runs`
     long = pd.DataFrame([dict(method=METHOD_NAMES[r.method], C=r.C, epsilon=r.epsilon, seed=r.seed, optimizer='SGD' if r.switch == 'optimizer' else 'AdamW',
                               step=s, Mean=v) for r in d.itertuples() for s, v in r.horizon_curve])
     Cs, eps = sorted(long.C.unique(), reverse=True), sorted(long.epsilon.unique())
-    palette = {METHOD_NAMES[m]: c for m, c in PALETTE.items()}; names = [n for n in palette if n in set(long.method)]  # the paper's names, in its order
+    names = [n for n in NAMED_PALETTE if n in set(long.method)]  # the paper's names, in its order
     fig, axs = plt.subplots(len(Cs), len(eps), figsize=(4 * len(eps), 3 * len(Cs)), squeeze=False, sharex=True)
     for (i, C), (j, e) in itertools.product(enumerate(Cs), enumerate(eps)):
         ax, p = axs[i, j], long[(long.C == C) & (long.epsilon == e)]
-        sns.lineplot(p, x='step', y='Mean', hue='method', hue_order=names, style='optimizer', style_order=['AdamW', 'SGD'], palette=palette, errorbar=None, ax=ax,
+        sns.lineplot(p, x='step', y='Mean', hue='method', hue_order=names, style='optimizer', style_order=['AdamW', 'SGD'], palette=NAMED_PALETTE, errorbar=None, ax=ax,
                      legend=(i, j) == (0, 0))
         ax.set(title=f"C = {fmt_key(C)}, ε = {fmt_key(e)}", xlabel='private step', ylabel='Mean PCKh@0.5 (validation subset)')
     sns.move_legend(axs[0, 0], 'upper left', bbox_to_anchor=(1.02, 1), bbox_transform=axs[0, -1].transAxes, frameon=False)  # beside the panels, over no curve
@@ -88,8 +88,10 @@ def switch_summary(t:pd.DataFrame, # from `ablation_table`
         cells = g[np.isfinite(g.paper_gap) & np.isfinite(g.gap_to_dpsgd)]
         dist0, dist = np.abs(cells.default_gap - cells.paper_gap).sum(), np.abs(cells.gap_to_dpsgd - cells.paper_gap).sum()  # the same seeds
         top = g.loc[g.gap_to_dpsgd.idxmax()] if g.gap_to_dpsgd.notna().any() else None
+        verdicts = g.toward_paper.value_counts()
+        yes, mixed, judged = verdicts.get('yes', 0), verdicts.get('mixed', 0), verdicts.reindex(['yes', 'no', 'mixed'], fill_value=0).sum()
         rows.append(dict(switch=sw, value=val, C=C, rows=len(g), delta_median=g.delta_vs_default.median(), delta_min=g.delta_vs_default.min(),
-                         delta_max=g.delta_vs_default.max(), toward_paper=f"{(g.toward_paper == 'yes').sum()} of {g.toward_paper.isin(['yes', 'no', 'mixed']).sum()}" + (f" ({m} mixed)" if (m := (g.toward_paper == 'mixed').sum()) else ''),
+                         delta_max=g.delta_vs_default.max(), toward_paper=f"{yes} of {judged}" + (f" ({mixed} mixed)" if mixed else ''),
                          distance_closed=(dist0 - dist) / dist0 if len(cells) and dist0 > 0 else np.nan,
                          largest_gap=np.nan if top is None else top.gap_to_dpsgd,
                          largest_gap_at='' if top is None else f"{METHOD_NAMES[top.method]}, ε = {fmt_key(top.epsilon)}",

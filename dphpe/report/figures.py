@@ -19,9 +19,9 @@ from .collect import data_label
 from .tables import METHOD_ORDER, METHOD_NAMES, sort_rows, present
 
 # %% auto #0
-__all__ = ['PALETTE', 'BASELINE_STYLE', 'QUAL_PERSONS', 'QUAL_SIZE', 'FIGURES', 'baselines', 'fig2_panel', 'fig2_legend',
-           'figure2', 'pick_C', 'qualitative_runs', 'valid_persons', 'load_predictions', 'person_crop', 'pose_row',
-           'qualitative', 'public_crops', 'views', 'save_figure']
+__all__ = ['PALETTE', 'NAMED_PALETTE', 'BASELINE_STYLE', 'QUAL_PERSONS', 'QUAL_SIZE', 'FIGURES', 'baselines', 'fig2_panel',
+           'fig2_legend', 'figure2', 'pick_C', 'qualitative_runs', 'valid_persons', 'load_predictions', 'person_crop',
+           'pose_row', 'qualitative', 'public_crops', 'views', 'save_figure']
 
 # %% ../../nbs/12f_figures.ipynb #96233f03
 def baselines(df:pd.DataFrame)->dict:
@@ -31,6 +31,7 @@ def baselines(df:pd.DataFrame)->dict:
 
 # %% ../../nbs/12f_figures.ipynb #b3e93863
 PALETTE = dict(zip(METHOD_ORDER, sns.color_palette('tab10'))) # one colour per method in every figure
+NAMED_PALETTE = {METHOD_NAMES[m]: c for m, c in PALETTE.items()} # the same colours keyed by the paper's method names, in its order
 BASELINE_STYLE = {'raw': '--', 'public': ':'} # line style of the non-private references
 
 def fig2_panel(ax, # matplotlib axes
