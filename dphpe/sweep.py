@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_sweep.ipynb #4730cc92
 from __future__ import annotations
-import functools, json, os, signal, time
+import functools, json, os, shutil, signal, time
 import multiprocessing as mp
 from collections import Counter, deque
 from itertools import product
@@ -27,8 +27,9 @@ from .methods import METHODS
 # %% auto #0
 __all__ = ['STALE', 'BACKENDS', 'grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes', 'launch_run',
            'same_data', 'record_status', 'run_result', 'notebook_error', 'checked_result', 'execute_run', 'StaleRuns',
-           'plan_sweep', 'prepare', 'gpu_slots', 'sweep', 'slurm_executor', 'run_job', 'queued_runs', 'submit_runs',
-           'submitit_sweep', 'sweep_status', 'estimate_seconds', 'run_seconds', 'sweep_plan']
+           'plan_sweep', 'prepare', 'gpu_slots', 'keep_records', 'restore_records', 'plan_with_records', 'sweep',
+           'slurm_executor', 'run_job', 'queued_runs', 'submit_runs', 'submitit_sweep', 'sweep_status',
+           'estimate_seconds', 'run_seconds', 'sweep_plan']
 
 # %% ../nbs/11_sweep.ipynb #eb1b4aff
 def grid(preset:str, # a key of `STUDY_PRESETS`
@@ -296,6 +297,47 @@ def _schedule(todo, root, slots, threads, retries, ok, failed):
 
 BACKENDS = ('local', 'slurm', 'submitit-local')
 
+# %% ../nbs/11_sweep.ipynb #13fd7d12
+def _copy_atomic(src:Path, dst:Path):
+    "Copy file `src` to `dst` through a temporary file and a rename (never a half-written file)."
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    shutil.copyfile(src, tmp)
+    tmp.replace(dst)
+
+def keep_records(root:Path, # a sweep's runs folder
+                 records:Path, # the folder that keeps the records beyond this machine (e.g. in the repository)
+                 names:list, # the runs whose records to keep
+                )->list:
+    "Copy the finished record of each of `names` from `root` to `records/<run>/metrics.json` where it is missing or differs; return the runs copied."
+    kept = []
+    for n in names:
+        src, dst = Path(root)/n/'metrics.json', Path(records)/n/'metrics.json'
+        if read_metrics(src.parent) is None or (dst.exists() and dst.read_bytes() == src.read_bytes()): continue
+        _copy_atomic(src, dst)
+        kept.append(n)
+    return kept
+
+def restore_records(names:list, # the runs a sweep selected
+                    root:Path, # its runs folder
+                    records:Path, # the folder `keep_records` kept their records in
+                   )->list:
+    "Copy the kept record of each of `names` that has no finished record in `root` from `records` to `root/<run>/metrics.json`; return the runs restored."
+    back = [n for n in names if read_metrics(Path(root)/n) is None and read_metrics(Path(records)/n) is not None]
+    for n in back: _copy_atomic(Path(records)/n/'metrics.json', Path(root)/n/'metrics.json')
+    return back
+
+def plan_with_records(runs:list, # run parameters, from `grid`/`select`
+                      root:Path, # the runs folder
+                      stale:str='refuse', # see `plan_sweep`
+                      records:Path=None, # the records folder (None: none)
+                     )->tuple:
+    "`plan_sweep` after restoring the kept records `root` lacks; the done runs' records are then kept. Returns (done, todo, why, restored)."
+    restored = restore_records([run_name(p) for p in runs], root, records) if records else []
+    done, todo, why = plan_sweep(runs, root, stale)
+    if records: keep_records(root, records, [run_name(p) for p in done])
+    return done, todo, why, restored
+
 # %% ../nbs/11_sweep.ipynb #90bb5d8c
 def _plan_line(preset, done, todo, why, root, how)->str:
     "The sweep's first line: how many runs, done, to run (and why a finished record did not count as is), where."
@@ -318,12 +360,17 @@ def sweep(preset:str, # a key of `STUDY_PRESETS`
           backend:str='local', # 'local' (processes here), 'slurm' (a job array through submitit) or 'submitit-local' (the same, on submitit's local executor)
           slurm:dict=None, # options of the Slurm jobs (see `slurm_executor`): partition, time_min, cpus, gpus
           wait:bool=True, # on Slurm: wait for the jobs (else return once they are submitted; `sweep_status` follows them)
+          records:Path=None, # keep each finished run's record in this folder too, and restore the kept ones the runs folder lacks (see `keep_records`)
          )->dict:
     "Run every missing configuration of `preset`'s grid; return {'done', 'ran', 'failed'} lists of run names and the seconds taken."
     if backend not in BACKENDS: raise ValueError(f"Unknown backend {backend!r}; choose one of {BACKENDS}.")
     t0, root = time.time(), Path(runs or Path('runs')/preset)
-    done, todo, why = plan_sweep(select(grid(preset, data, blocks), where), root, stale)
-    if backend != 'local': return submitit_sweep(preset, done, todo, why, root, backend, jobs, retries, progress, slurm, wait)
+    done, todo, why, restored = plan_with_records(select(grid(preset, data, blocks), where), root, stale, records)
+    if progress and restored: print(f"sweep {preset}: {len(restored)} finished record(s) restored from {records}")
+    if backend != 'local':
+        res = submitit_sweep(preset, done, todo, why, root, backend, jobs, retries, progress, slurm, wait)
+        if records: keep_records(root, records, res['ran'])
+        return res
     slots = gpu_slots(gpus, per_gpu)[:jobs] if gpus else [None] * (jobs or os.cpu_count())
     slots = slots[:max(1, len(todo))]  # no more slots than runs to start
     threads = max(1, len(os.sched_getaffinity(0)) // len(slots))
@@ -331,7 +378,8 @@ def sweep(preset:str, # a key of `STUDY_PRESETS`
     if todo: prepare(todo, progress)
     ok, failed = [], []
     steps = _schedule(todo, root, slots, threads, retries, ok, failed)
-    for _ in (progress_bar(steps, total=len(todo)) if progress and todo else steps): pass
+    for p in (progress_bar(steps, total=len(todo)) if progress and todo else steps):
+        if records: keep_records(root, records, [run_name(p)])  # as each run ends: a killed sweep loses no finished record
     return _summary(preset, root, done, ok, failed, t0, progress)
 
 def _summary(preset, root, done, ok, failed, t0, progress)->dict:
@@ -428,11 +476,12 @@ def sweep_status(preset:str, # a key of `STUDY_PRESETS`
                  where:dict=None, # only the runs matching this filter (see `select`)
                  data:str=None, # dataset folder (real-data presets)
                  blocks:str='grid', # the preset's 'grid', 'calibration' or 'all'
+                 records:Path=None, # the sweep's records folder (see `sweep`): restored first, as a sweep would
                 )->dict:
     "{state: run names} of the selected runs: 'done', a record not current ('other code', …), Slurm's 'PENDING'/'RUNNING', or 'to run'."
     root = Path(runs or Path('runs')/preset)
     sel = select(grid(preset, data, blocks), where)
-    _, _, why = plan_sweep(sel, root, 'keep')
+    _, _, why, _ = plan_with_records(sel, root, 'keep', records)
     queued, res = queued_runs(root), {}
     for p in sel:
         n = run_name(p)
@@ -471,10 +520,11 @@ def sweep_plan(preset:str, # a key of `STUDY_PRESETS`
                data:str=None, # dataset folder (real-data presets)
                blocks:str='grid', # the preset's 'grid', 'calibration' or 'all'
                stale:str='refuse', # as the sweep would be told (see `plan_sweep`)
+               records:Path=None, # the sweep's records folder (see `sweep`): restored first, as a sweep would
               )->dict:
     "The runs a sweep would start, each with its estimated seconds, the total in device-hours, and how the estimate was scaled."
     root = Path(runs or Path('runs')/preset)
-    done, todo, _ = plan_sweep(select(grid(preset, data, blocks), where), root, stale)
+    done, todo, _, _ = plan_with_records(select(grid(preset, data, blocks), where), root, stale, records)
     est = lambda p: estimate_seconds(p, costs, _persons(p['preset'], p['data'], p['dataset']))
     seen = [(run_seconds(m), est(q)) for f in root.glob('*/metrics.json')
             if (m := read_metrics(f.parent)) and m.wall_seconds is not None and (q := recorded_params(m.params))]  # records that still check

@@ -1,5 +1,6 @@
 """The sweep survives being killed: a SIGKILLed sweep, run again, finishes the grid without redoing finished runs.
-Also: a failing run is retried once and reported, and the report rebuilds its tables from the run directories."""
+Also: its records, kept outside the runs folder, let a fresh runs folder skip every finished run; a failing run is
+retried once and reported; and the report rebuilds its tables from the run directories, or from the kept records."""
 import json, os, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
@@ -11,6 +12,9 @@ WHERE = ['--where', 'method=nonprivate,dpsgd,feature']  # 4 tiny runs: 2 baselin
 def sweep_cmd(runs, *extra): return [*DPHPE, 'sweep', '--preset', 'tiny', '--runs', str(runs), '--jobs', '1', *WHERE, *extra]
 
 
+def records_of(runs): return Path(runs).parent/'records'  # where the killed sweep keeps its records
+
+
 def finished(runs): return {p.parent.name: (p.stat().st_mtime_ns, p.read_text()) for p in Path(runs).glob('*/metrics.json')}
 
 
@@ -19,13 +23,13 @@ def killed_and_rerun(tmp_path_factory):
     "Start a sweep, SIGKILL its whole process group once a run has finished, then run the sweep again to the end."
     runs = tmp_path_factory.mktemp('sweep')/'runs'
     subprocess.run([*DPHPE, 'pretrain', '--preset', 'tiny', '--epochs', '1', '--pretrain-epochs', '1'], check=True, capture_output=True)  # data and model: not what is timed
-    p = subprocess.Popen(sweep_cmd(runs), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(sweep_cmd(runs, '--records', str(records_of(runs))), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0 = time.time()
     while not finished(runs) and p.poll() is None and time.time() - t0 < 300: time.sleep(.2)
     time.sleep(1.5)  # let the next run get under way, so that the kill interrupts it
     os.killpg(p.pid, signal.SIGKILL); p.wait()
     before = finished(runs)
-    again = subprocess.run(sweep_cmd(runs), capture_output=True, text=True, timeout=600)
+    again = subprocess.run(sweep_cmd(runs, '--records', str(records_of(runs))), capture_output=True, text=True, timeout=600)
     return runs, before, again
 
 
@@ -56,6 +60,20 @@ def test_report_from_run_directories(killed_and_rerun, tmp_path):
     assert 'SYNTHETIC' in ''.join((tmp_path/'figs'/n).read_text() for n in names if n.endswith('.md')).upper()
     card = json.loads((tmp_path/'figs'/'regime.json').read_text())  # the card of the runs' own preset (tiny), not the command's default
     assert card['preset'] == 'tiny' and card['strategies']['finetune']['N'] == 48 and 'start_pckh' in card['strategies']['finetune']
+
+
+def test_records_outlive_the_runs_folder(killed_and_rerun, tmp_path):
+    runs, *_ = killed_and_rerun
+    kept = {p.parent.name: p.read_text() for p in records_of(runs).glob('*/metrics.json')}
+    assert kept == {n: text for n, (_, text) in finished(runs).items()}  # every finished run's record, as written, also the killed sweep's
+    fresh = subprocess.run(sweep_cmd(tmp_path/'fresh', '--records', str(records_of(runs))), capture_output=True, text=True, timeout=600)
+    assert fresh.returncode == 0 and '4 finished record(s) restored' in fresh.stdout and '4 done, 0 to run' in fresh.stdout, fresh.stdout + fresh.stderr
+    assert {n: t for n, (_, t) in finished(tmp_path/'fresh').items()} == kept
+    for folder in (runs, records_of(runs)):  # the report from the kept records alone gives the same tables
+        r = subprocess.run([*DPHPE, 'report', '--runs', str(folder), '--out', str(tmp_path/folder.name)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    tables = lambda d: {f.name: f.read_text() for f in sorted((tmp_path/d).glob('table*.csv'))}
+    assert tables('runs') and tables('runs') == tables('records')
 
 
 def test_failed_run_is_retried_once_and_reported(tmp_path):
