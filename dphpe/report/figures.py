@@ -139,11 +139,12 @@ def qualitative(df:pd.DataFrame, # rows of `collect_runs` (one data source)
                 size:tuple=QUAL_SIZE, # crop (H, W)
                 prefer_C:float=0.1, # clipping norm to show if it was run
                ):
-    "Ground truth beside each method's prediction at each ε (finetune) for fixed persons; None if nothing to draw."
+    "Ground truth beside each method's prediction at each ε (finetune) for fixed persons; None if no run's predictions are there."
     d = df[(df.dataset == 'mpii') & (df.strategy == 'finetune')]
     if d.empty or (valid := valid_persons(d.data_root.iloc[0])) is None: return None
     C = pick_C(d[d.method != 'nonprivate'], prefer_C) if (d.method != 'nonprivate').any() else prefer_C
     q = [(r, p) for r in qualitative_runs(df, C).itertuples() if (p := load_predictions(r.run_dir, len(valid))) is not None]
+    if not q: return None  # records without their runs' predictions (a sweep's kept records): nothing to draw
     idx = [i for i in persons if i < len(valid)]
     fig, axes = plt.subplots(len(idx), len(q) + 1, figsize=(1.3 * (len(q) + 1), 1.9 * len(idx)), squeeze=False)
     for row, i in zip(axes, idx): pose_row(row, valid[i], i, q, size)
