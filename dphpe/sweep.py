@@ -25,11 +25,11 @@ from .pretrain import public_pretraining
 from .methods import METHODS
 
 # %% auto #0
-__all__ = ['STALE', 'BACKENDS', 'grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes', 'launch_run',
-           'same_data', 'record_status', 'run_result', 'notebook_error', 'checked_result', 'execute_run', 'StaleRuns',
-           'plan_sweep', 'prepare', 'gpu_slots', 'keep_records', 'restore_records', 'plan_with_records', 'sweep',
-           'slurm_executor', 'run_job', 'queued_runs', 'submit_runs', 'submitit_sweep', 'sweep_status',
-           'estimate_seconds', 'run_seconds', 'sweep_plan']
+__all__ = ['STALE', 'BACKENDS', 'RECORDS_README', 'grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes',
+           'launch_run', 'same_data', 'record_status', 'run_result', 'notebook_error', 'checked_result', 'execute_run',
+           'StaleRuns', 'plan_sweep', 'prepare', 'gpu_slots', 'is_records', 'keep_records', 'restore_records',
+           'plan_with_records', 'sweep', 'slurm_executor', 'run_job', 'queued_runs', 'submit_runs', 'submitit_sweep',
+           'sweep_status', 'estimate_seconds', 'run_seconds', 'sweep_plan']
 
 # %% ../nbs/11_sweep.ipynb #eb1b4aff
 def grid(preset:str, # a key of `STUDY_PRESETS`
@@ -305,6 +305,22 @@ def _copy_atomic(src:Path, dst:Path):
     shutil.copyfile(src, tmp)
     tmp.replace(dst)
 
+RECORDS_README = """# Kept run records
+
+Each `<run>/metrics.json` here is the record a finished run of a sweep wrote, copied as it was by
+`dphpe sweep --records <this folder>` (run parameters, scores, privacy spent, timings, and the fingerprints of
+the code and data that made it). The runs' other files (checkpoints, predictions, executed notebooks) are not kept.
+
+- Resume the sweep on any machine: `dphpe sweep --preset <preset> --records <this folder>` restores these records
+  into the runs folder first, so only the missing runs run.
+- Rebuild the report's tables from these records alone: `dphpe report --runs <this folder> --out <report folder>`.
+"""  # the first line marks a records folder (`is_records`)
+
+def is_records(folder:Path)->bool:
+    "Whether `folder` is a records folder kept by `keep_records` (its README says so), not a runs folder."
+    try: return (Path(folder)/'README.md').read_text().startswith(RECORDS_README.splitlines()[0])
+    except OSError: return False
+
 def keep_records(root:Path, # a sweep's runs folder
                  records:Path, # the folder that keeps the records beyond this machine (e.g. in the repository)
                  names:list, # the runs whose records to keep
@@ -316,6 +332,7 @@ def keep_records(root:Path, # a sweep's runs folder
         if read_metrics(src.parent) is None or (dst.exists() and dst.read_bytes() == src.read_bytes()): continue
         _copy_atomic(src, dst)
         kept.append(n)
+    if kept and not is_records(records): (Path(records)/'README.md').write_text(RECORDS_README)
     return kept
 
 def restore_records(names:list, # the runs a sweep selected

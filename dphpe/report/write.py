@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 import pandas as pd
 from ..presets import STUDY_PRESETS
-from ..sweep import grid
+from ..sweep import grid, is_records
 from .collect import collect_runs, data_label
 from .paper import write_tables
 from .claims import summary_markdown
@@ -73,10 +73,11 @@ def report_readme(df:pd.DataFrame, # all runs reported
                  )->str:
     "Text of the report's README.md: data source, presets, number of runs, files, and the command that rebuilds it."
     files_ = '\n'.join(f'- `{Path(p).relative_to(out)}`' for p in paths)
+    kept = f' --records {runs}' if is_records(runs) else ''  # the runs' records, kept by the sweep: it resumes from them
     return (f"# Results report\n\n{data_label(df)}; {len(df)} complete runs "
             f"({', '.join(f'{k}: {len(v)}' for k, v in source_groups(df).items())}). Coverage: {grid_coverage(df)}. {provenance(df)} {preregistration(df)}\n\n"
             f"Rebuild: `dphpe report --runs {runs} --out {out}` (the runs themselves: "
-            f"{', '.join(f'`dphpe sweep --preset {p}`' for p in sorted(set(df.preset)))}, or `dphpe study` for an embedded preset)\n\nFiles (tables as `.csv` numbers and `.md`; "
+            f"{', '.join(f'`dphpe sweep --preset {p}{kept}`' for p in sorted(set(df.preset)))}, or `dphpe study` for an embedded preset)\n\nFiles (tables as `.csv` numbers and `.md`; "
             f"captions give the paper table, the data source and the preset):\n\n{files_}\n")
 
 # %% ../../nbs/12h_write.ipynb #8994fbd2
