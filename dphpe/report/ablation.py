@@ -62,7 +62,7 @@ def ablation_table(df:pd.DataFrame, # rows of `collect_runs`
 # %% ../../nbs/12g_ablation.ipynb #ff11d30d
 def horizon_figure(df:pd.DataFrame, # rows of `collect_runs`
                   ):
-    "Validation Mean PCKh@0.5 against private step, per C (rows) and ε (columns), AdamW solid and SGD dashed; None without curves."
+    "Validation Mean PCKh@0.5 against private step, per C (rows) and ε (columns), AdamW solid and SGD dashed, the seeds' mean and range; None without curves."
     d = df[df.switch.isin(['default', 'optimizer']) & df.method.isin(PAPER_METHODS) & df.horizon_curve.notna()]
     if d.empty: return None
     long = pd.DataFrame([dict(method=METHOD_NAMES[r.method], C=r.C, epsilon=r.epsilon, seed=r.seed, optimizer='SGD' if r.switch == 'optimizer' else 'AdamW',
@@ -72,11 +72,11 @@ def horizon_figure(df:pd.DataFrame, # rows of `collect_runs`
     fig, axs = plt.subplots(len(Cs), len(eps), figsize=(4 * len(eps), 3 * len(Cs)), squeeze=False, sharex=True)
     for (i, C), (j, e) in itertools.product(enumerate(Cs), enumerate(eps)):
         ax, p = axs[i, j], long[(long.C == C) & (long.epsilon == e)]
-        sns.lineplot(p, x='step', y='Mean', hue='method', hue_order=names, style='optimizer', style_order=['AdamW', 'SGD'], palette=NAMED_PALETTE, errorbar=None, ax=ax,
+        sns.lineplot(p, x='step', y='Mean', hue='method', hue_order=names, style='optimizer', style_order=['AdamW', 'SGD'], palette=NAMED_PALETTE, errorbar=('pi', 100), ax=ax,  # band: the seeds' range
                      legend=(i, j) == (0, 0))
         ax.set(title=f"C = {fmt_key(C)}, ε = {fmt_key(e)}", xlabel='private step', ylabel='Mean PCKh@0.5 (validation subset)')
     sns.move_legend(axs[0, 0], 'upper left', bbox_to_anchor=(1.02, 1), bbox_transform=axs[0, -1].transAxes, frameon=False)  # beside the panels, over no curve
-    fig.suptitle(f"Validation curves — {data_label(df)}", y=1.02)
+    fig.suptitle(f"Validation curves, mean over seeds (band: their range) — {data_label(df)}", y=1.02)
     return fig
 
 # %% ../../nbs/12g_ablation.ipynb #1695ede0
