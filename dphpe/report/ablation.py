@@ -10,14 +10,15 @@ import numpy as np, pandas as pd
 import matplotlib.pyplot as plt
 import seaborn as sns
 from ..presets import ABLATIONS, PAPER_METHODS
-from .collect import data_label
+from .collect import data_label, switch_of
 from .tables import ORDER, METHOD_NAMES, mean_std, fmt_pm, fmt_key, markdown_table, write_table
 from .paper import paper_table
 from .figures import NAMED_PALETTE, save_figure
 
 # %% auto #0
 __all__ = ['ABLATION_ORDER', 'ABLATION_KEYS', 'ABLATION_COLUMNS', 'seed_verdict', 'paired_runs', 'ablation_table',
-           'horizon_figure', 'switch_summary', 'signed', 'ablation_markdown', 'switch_markdown', 'write_ablations']
+           'horizon_figure', 'switch_summary', 'missing_switches', 'signed', 'ablation_markdown', 'switch_markdown',
+           'write_ablations']
 
 # %% ../../nbs/12g_ablation.ipynb #0b736882
 ABLATION_ORDER = ('default', *dict.fromkeys(s for s, _ in ABLATIONS), 'select', 'authors_code')  # row order of the table
@@ -98,6 +99,14 @@ def switch_summary(t:pd.DataFrame, # from `ablation_table`
                          paper_gap_there=np.nan if top is None else top.paper_gap))
     return pd.DataFrame(rows)
 
+# %% ../../nbs/12g_ablation.ipynb #71bb9e90
+def missing_switches(t:pd.DataFrame, # from `ablation_table`
+                    )->list:
+    "The ablation's alternatives (`ABLATIONS`, then the authors' set) without a row in `t`, as 'switch = value'."
+    have = set(zip(t.switch, t.value))
+    want = [switch_of({s: v}) for s, v in ABLATIONS] + [('authors_code', 'on')]
+    return [f'{s} = {v}' for s, v in want if (s, v) not in have]
+
 # %% ../../nbs/12g_ablation.ipynb #98dccf15
 def signed(v:float)->str:
     "A difference as the tables print it: signed, two decimals; '' for none."
@@ -126,7 +135,8 @@ def write_ablations(df:pd.DataFrame, # rows of `collect_runs` (one data source)
                    )->list:
     "`ablations.csv` / `.md`, `switches.csv` / `.md` and `horizon.png` in `out` when `df` holds switched runs; return the paths."
     if not (df.switch != 'default').any() or (t := ablation_table(df)).empty: return []
-    paths = write_table(t, f"Ablations (MPII, finetune): one switch at a time; {data_label(df)}; the paper's gaps from real MPII.", 'ablations', out, ablation_markdown)
-    paths += write_table(switch_summary(t), f"Ablations per switch (MPII, finetune): {data_label(df)}; distance: Σ|gap to DP-SGD − the paper's gap| over the paper methods' cells.",
+    lacks = f" Not run yet: {', '.join(m)}." if (m := missing_switches(t)) else ''
+    paths = write_table(t, f"Ablations (MPII, finetune): one switch at a time; {data_label(df)}; the paper's gaps from real MPII.{lacks}", 'ablations', out, ablation_markdown)
+    paths += write_table(switch_summary(t), f"Ablations per switch (MPII, finetune): {data_label(df)}; distance: Σ|gap to DP-SGD − the paper's gap| over the paper methods' cells.{lacks}",
                          'switches', out, switch_markdown)
     return paths + ([save_figure(fig, out/'horizon.png')] if (fig := horizon_figure(df)) is not None else [])
