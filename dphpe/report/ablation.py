@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np, pandas as pd
 import matplotlib.pyplot as plt
 import seaborn as sns
-from ..presets import ABLATIONS, PAPER_METHODS
-from .collect import data_label, switch_of
+from ..presets import ABLATIONS, PAPER_METHODS, _changes as changes  # the grid's own rule: which methods a switch can change
+from .collect import AUTHORS_KEYS, data_label, switch_of
 from .tables import ORDER, METHOD_NAMES, mean_std, fmt_pm, fmt_key, markdown_table, write_table
 from .paper import paper_table
 from .figures import NAMED_PALETTE, save_figure
@@ -41,8 +41,8 @@ def paired_runs(df:pd.DataFrame, # rows of `collect_runs`
     p = (d.merge(base.rename(columns={'Mean': 'default'}), on=['method', 'C', 'epsilon', 'seed'], how='left')
           .merge(own, on=['switch', 'value', 'C', 'epsilon', 'seed'], how='left')
           .merge(base[base.method == 'dpsgd'].drop(columns='method').rename(columns={'Mean': 'default_dpsgd'}), on=['C', 'epsilon', 'seed'], how='left'))
-    ran = p.groupby(['switch', 'value', 'C', 'epsilon']).own_dpsgd.transform('count') > 0  # the switch has DP-SGD runs of its own there
-    p['dpsgd'] = p.own_dpsgd.where(ran, p.default_dpsgd)
+    moves = p.switch.map(lambda s: any(changes(k, 'dpsgd') for k in (AUTHORS_KEYS if s == 'authors_code' else [s])))  # the switch changes DP-SGD too
+    p['dpsgd'] = p.own_dpsgd.where(moves, p.default_dpsgd)  # its own DP-SGD run of the seed (none yet: no gap), else the default's
     paper = paper_table('mpii_dp').query("strategy == 'finetune'").set_index(['method', 'C', 'epsilon']).Mean
     p['paper_gap'] = [paper.get((m, C, e), np.nan) - paper.get(('dpsgd', C, e), np.nan) if m != 'dpsgd' else np.nan for m, C, e in zip(p.method, p.C, p.epsilon)]
     gap, default_gap = (p.Mean - p.dpsgd).where(p.method != 'dpsgd'), p.default - p.default_dpsgd
