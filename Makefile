@@ -24,7 +24,7 @@ study: setup
 lint: setup
 	$(BIN)/python -m pyflakes dphpe tests
 
-test: setup lint
+test: setup lint docs-check
 	$(BIN)/nbdev_test --n_workers 2 --timing
 	$(BIN)/python -m pytest -q tests
 
