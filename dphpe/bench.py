@@ -7,15 +7,16 @@ from __future__ import annotations
 import multiprocessing as mp, json, os, resource, statistics, tempfile, time
 from contextlib import contextmanager
 from functools import partial
-import torch
+import torch, torch.nn.functional as F
 from torch.profiler import profile, ProfilerActivity
 from fastai.torch_core import default_device
-from .model import STRATEGIES, simcc_targets, simcc_loss
+from .model import STRATEGIES, pose_model, set_strategy, simcc_targets, simcc_loss
+from .clipping import CLIPPING, clip_factors
 from .features import public_view
 from .methods import METHODS, PoseDPOptimizer, PublicSubspace, private_gradients, private_update, public_gradients
 
 # %% auto #0
-__all__ = ['method_costs', 'bench_summary']
+__all__ = ['method_costs', 'bench_summary', 'precision_agreement']
 
 # %% ../nbs/09c_bench.ipynb #1a524474
 def _peak_bytes(dev:torch.device)->int:
@@ -54,19 +55,28 @@ def _median_seconds(fn, n:int, sync)->float:
         ts.append(time.perf_counter() - s)
     return statistics.median(ts)
 
+def _autocast(dev:torch.device, precision:str):
+    "bf16 autocast on `dev` for the forward passes, or a no-op context for 'fp32' (norms and sums stay float32: see `full_precision`)."
+    return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=precision == 'bf16')
+
+def _random_batch(bs:int, input_size:tuple, dev:torch.device)->tuple:
+    "A batch of `bs` random crops with random visible joints: (images, SimCC targets, visibility) on `dev`."
+    (H, W), ts = input_size, torch.tensor(input_size[::-1])
+    x, j, v = (a.to(dev) for a in (torch.rand(bs, 3, H, W), torch.rand(bs, 16, 2) * ts * .9, torch.ones(bs, 16)))
+    return x, simcc_targets(j, input_size), v
+
 def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, clipping, precision, queue):
     "Child process: median step seconds and peak extra memory (bytes) of `method` ('nonprivate' or a `METHODS` key)."
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    from dphpe.model import pose_model, set_strategy
     dev = default_device()
     sync = torch.cuda.synchronize if dev.type == 'cuda' else (lambda: None)  # time the GPU's work, not its queueing
-    amp = lambda: torch.autocast(dev.type, dtype=torch.bfloat16, enabled=precision == 'bf16')  # the forward passes only (see `full_precision`)
+    amp = partial(_autocast, dev, precision)
     model = set_strategy(pose_model(backbone, 16, input_size), strategy).train().to(dev)
     feed = model.prefix_features if cached else (lambda images: images)  # cached: the frozen prefix's features stand in for the images
     H, W = input_size
-    x, j, v = (a.to(dev) for a in (torch.rand(bs, 3, H, W), torch.rand(bs, 16, 2) * torch.tensor([W, H]) * .9, torch.ones(bs, 16)))
-    t, params, xf = simcc_targets(j, input_size), [p for p in model.parameters() if p.requires_grad], feed(x)
+    x, t, v = _random_batch(bs, input_size, dev)
+    params, xf = [p for p in model.parameters() if p.requires_grad], feed(x)
     base = _peak_bytes(dev)  # the model and batch; the method's state counts
     adamw = torch.optim.AdamW(params, lr=1e-5)
     if method == 'nonprivate':
@@ -93,8 +103,8 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
     res = {'seconds': seconds, 'step_peak_bytes': _step_peak_bytes(step, dev), 'peak_extra_bytes': peak - base, 'peak_bytes': peak,
            'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu', 'precision': precision}
     if method == 'projection':  # the refresh: m public per-sample gradients, then the Gram eigendecomposition
-        xp, jp = (a.to(dev) for a in (torch.rand(m, 3, H, W), torch.rand(m, 16, 2) * torch.tensor([W, H]) * .9))
-        xp, tp, vp = feed(xp), simcc_targets(jp, input_size), torch.ones(m, 16, device=dev)
+        xp, tp, vp = _random_batch(m, input_size, dev)
+        xp = feed(xp)
         def refresh():
             with amp(): G = public_gradients(model, xp, tp, vp, clipping=clipping)
             PublicSubspace(k).fit(G)
@@ -127,7 +137,6 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
     if precision not in ('fp32', 'bf16'): raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}.")
     args, ms = (backbone, input_size, bs, repeats, k, m), lambda r: 1e3 * r['seconds'] / bs
     measure = partial(_measure, precision=precision)  # every step below at this precision
-    from dphpe.model import pose_model, set_strategy
     cached = set_strategy(pose_model(backbone, 16, input_size), strategy).prefix_frozen()  # as the runs train (`preload_crops`)
     out = {meth: measure(meth, strategy, cached, *args) for meth in ['nonprivate', *METHODS]}
     ref = out['nonprivate']
@@ -157,3 +166,27 @@ def bench_summary(r:dict)->dict:
             'nonprivate_ms_per_sample': rnd(r['nonprivate_ms_per_sample']), 'projection_refresh_fraction': round(r['projection_refresh_fraction'], 4),
             **{k: rnd(r[k]) for k in ('uncached_ms_per_sample', 'prefix_cache_speedup', 'clipping') if k in r}, 'device': r['nonprivate']['device'], 'precision': r['nonprivate']['precision']}
 
+
+# %% ../nbs/09c_bench.ipynb #3c2206dc
+def precision_agreement(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
+                        input_size:tuple=(96, 64), # (H, W)
+                        strategy:str='finetune', # which parameters train
+                        bs:int=24, # batch size
+                        C:float=.01, # clipping norm
+                        precision:str='bf16', # compared with float32 ('fp32': float32 with itself)
+                        seed:int=0, # of the weights and the batch
+                       )->dict:
+    "How far one batch's losses, per-sample gradient norms and clipped sum at `precision` lie from float32's (same weights, same batch)."
+    torch.manual_seed(seed)
+    dev = default_device()
+    model = set_strategy(pose_model(backbone, 16, input_size), strategy).train().to(dev)
+    x, t, v = _random_batch(bs, input_size, dev)
+    xf = model.prefix_features(x) if model.prefix_frozen() else x  # as the runs train: the frozen prefix in float32
+    def clipped(prec):
+        with _autocast(dev, prec): g = CLIPPING['ghost'](model, xf, t, v)
+        return g.losses, g.norms, torch.cat([s[0].flatten() for s in g.weighted_sum(clip_factors(g.norms, C)[:, None])])
+    (l0, n0, s0), (l1, n1, s1) = clipped('fp32'), clipped(precision)
+    rel, nerr = lambda a, b: ((a - b).norm() / b.norm()).item(), (n1 - n0).abs() / n0
+    return {'loss_rel_err': rel(l1, l0), 'norm_rel_err_median': nerr.median().item(), 'norm_rel_err_max': nerr.max().item(),
+            'clipped_sum_rel_err': rel(s1, s0), 'clipped_sum_cos': F.cosine_similarity(s1, s0, 0).item(),
+            'error_to_noise': ((s1 - s0).norm() / (C * len(s0) ** .5)).item()}

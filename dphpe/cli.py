@@ -12,7 +12,7 @@ import numpy as np
 __all__ = ['NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'check_synth', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study',
            'param_value', 'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'cmd_report', 'study_preset',
            'dataset_folder', 'train_config', 'cmd_pretrain', 'cmd_baselines', 'cmd_regime', 'cmd_calibrate',
-           'write_regime', 'cmd_audit', 'cmd_noise', 'cmd_bench', 'cmd_probe', 'parser', 'main']
+           'write_regime', 'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench', 'cmd_probe', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -302,18 +302,28 @@ def cmd_noise(args):
     return 0
 
 # %% ../nbs/90_cli.ipynb #0157d423
+def bench_configs(models:str='all', # 'embedded' (the `quick` preset's model), 'real' (TinyViT-5M at 256×192) or 'all'
+                  bs:int=None, # batch size (default: the preset's, and 32 for the real model)
+                 )->dict:
+    "The models `dphpe bench` times, by name: keyword arguments of `method_costs`."
+    from dphpe.presets import STUDY_PRESETS
+    if models not in ('embedded', 'real', 'all'): raise ValueError(f"models must be 'embedded', 'real' or 'all', got {models!r}.")
+    emb = STUDY_PRESETS['quick'].train  # the embedded study's model, input size and batch
+    configs = {'embedded': dict(backbone=emb.backbone, input_size=emb.input_size, bs=bs or emb.bs)}
+    real = {f'real {s}': dict(backbone='tinyvit_5m', input_size=(256, 192), bs=bs or 32, strategy=s) for s in ('finetune', 'finetune_full')}
+    return {'embedded': configs, 'real': real, 'all': configs | real}[models]
+
 def cmd_bench(args):
     "`dphpe bench`: step time and memory of each private method relative to the non-private step."
     from dphpe.methods import METHODS
-    from dphpe.bench import method_costs, bench_summary
-    from dphpe.presets import STUDY_PRESETS
-    emb = STUDY_PRESETS['quick'].train  # the embedded study's model, input size and batch
-    configs = {'embedded': dict(backbone=emb.backbone, input_size=emb.input_size, bs=args.bs or emb.bs)}
-    if not args.quick:  # the paper's model at both strategies the GPU targets name
-        configs |= {f'real {s}': dict(backbone='tinyvit_5m', input_size=(256, 192), bs=args.bs or 32, strategy=s) for s in ('finetune', 'finetune_full')}
+    from dphpe.bench import method_costs, bench_summary, precision_agreement
+    configs = bench_configs('embedded' if args.quick else 'real' if args.real else 'all', args.bs)
     res = {name: method_costs(**cfg, repeats=args.repeats, precision=args.precision) for name, cfg in configs.items()}
+    out = {n: bench_summary(r) for n, r in res.items()}
+    if args.precision == 'bf16':  # does the clipped sum survive bf16? (one batch, same weights, against float32)
+        for n, cfg in configs.items(): out[n]['precision_agreement'] = {k: float(f'{v:.3g}') for k, v in precision_agreement(**cfg).items()}
     if args.json:
-        print(json.dumps(bench_summary(res['embedded']) if args.quick else {n: bench_summary(r) for n, r in res.items()}))
+        print(json.dumps(out['embedded'] if args.quick else out))
         return 0
     for name, r in res.items():
         c = configs[name]
@@ -327,6 +337,9 @@ def cmd_bench(args):
         print("  non-private ms per sample by strategy: " + ", ".join(f"{s} {v:.2f}" for s, v in r['nonprivate_ms_per_sample'].items()))
         for m, v in r.get('prefix_cache_speedup', {}).items():
             print(f"  {m}: {r['uncached_ms_per_sample'][m]:.2f} ms per sample from the images, x{v:.2f} faster from the cached prefix features")
+        if a := out[name].get('precision_agreement'):
+            print(f"  bf16 against float32, one batch: clipped sum {100 * a['clipped_sum_rel_err']:.2g}% apart (cosine {a['clipped_sum_cos']:.5f}, "
+                  f"{a['error_to_noise']:.2g} of the noise at sigma 1), per-sample norms {100 * a['norm_rel_err_median']:.2g}% (median)")
     return 0
 
 # %% ../nbs/90_cli.ipynb #04ea6345
@@ -441,7 +454,9 @@ def parser()->argparse.ArgumentParser:
     nz.set_defaults(func=cmd_noise)
     nz._negative_number_matcher = NEGATIVE_NUMBER  # so that `--delta -1e-5` reaches the check, not argparse's option lookup
     b = sub.add_parser('bench', help='cost of each private method relative to the non-private step')
-    b.add_argument('--quick', action='store_true', help='embedded model only')
+    which = b.add_mutually_exclusive_group()
+    which.add_argument('--quick', action='store_true', help='embedded model only')
+    which.add_argument('--real', action='store_true', help='the real-data model only (TinyViT-5M at 256x192, finetune and finetune_full): the GPU check')
     b.add_argument('--json', action='store_true', help='print the costs as JSON')
     b.add_argument('--bs', type=int, default=None, help="batch size (default: the preset's)")
     b.add_argument('--repeats', type=int, default=10, help='timed steps per method (the median is reported)')
