@@ -65,6 +65,10 @@ def _random_batch(bs:int, input_size:tuple, dev:torch.device)->tuple:
     x, j, v = (a.to(dev) for a in (torch.rand(bs, 3, H, W), torch.rand(bs, 16, 2) * ts * .9, torch.ones(bs, 16)))
     return x, simcc_targets(j, input_size), v
 
+def _train_model(backbone:str, input_size:tuple, strategy:str, dev:torch.device):
+    "The pose model as `strategy` trains it, in train mode on `dev`."
+    return set_strategy(pose_model(backbone, 16, input_size), strategy).train().to(dev)
+
 def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, clipping, precision, queue):
     "Child process: median step seconds and peak extra memory (bytes) of `method` ('nonprivate' or a `METHODS` key)."
     torch.set_num_threads(threads)
@@ -72,7 +76,7 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
     dev = default_device()
     sync = torch.cuda.synchronize if dev.type == 'cuda' else (lambda: None)  # time the GPU's work, not its queueing
     amp = partial(_autocast, dev, precision)
-    model = set_strategy(pose_model(backbone, 16, input_size), strategy).train().to(dev)
+    model = _train_model(backbone, input_size, strategy, dev)
     feed = model.prefix_features if cached else (lambda images: images)  # cached: the frozen prefix's features stand in for the images
     H, W = input_size
     x, t, v = _random_batch(bs, input_size, dev)
@@ -179,7 +183,7 @@ def precision_agreement(backbone:str='tinyvit_embedded_s16', # a key of `BACKBON
     "How far one batch's losses, per-sample gradient norms and clipped sum at `precision` lie from float32's (same weights, same batch)."
     torch.manual_seed(seed)
     dev = default_device()
-    model = set_strategy(pose_model(backbone, 16, input_size), strategy).train().to(dev)
+    model = _train_model(backbone, input_size, strategy, dev)
     x, t, v = _random_batch(bs, input_size, dev)
     xf = model.prefix_features(x) if model.prefix_frozen() else x  # as the runs train: the frozen prefix in float32
     def clipped(prec):
