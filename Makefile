@@ -24,12 +24,17 @@ study: setup
 lint: setup
 	$(BIN)/python -m pyflakes dphpe tests
 
+# nbdev_test runs TEST_WORKERS notebooks at once; each kernel's torch gets an equal share of the cores (on the 2-core CI
+# machine one thread each: two kernels of two threads on two cores spent 6x the wall time, measured on 06/07).
+TEST_WORKERS ?= 2
+TEST_THREADS ?= $(shell n=$$(( $$(nproc) / $(TEST_WORKERS) )); echo $$(( n > 0 ? n : 1 )))
+
 test: setup lint docs-check
-	$(BIN)/nbdev_test --n_workers 2 --timing
-	$(BIN)/python -m pytest -q tests
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/nbdev_test --n_workers $(TEST_WORKERS) --timing
+	$(BIN)/python -m pytest -q --durations=8 tests
 
 test-slow: setup
-	$(BIN)/nbdev_test --n_workers 2 --flags slow --timing
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/nbdev_test --n_workers $(TEST_WORKERS) --flags slow --timing
 
 # The `slurm` tests against a real single-node Slurm (Debian's packages, started as root by .ci/slurm-up); `make test`
 # runs them too, and skips them with the reason where no Slurm answers.
