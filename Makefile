@@ -24,14 +24,15 @@ study: setup
 lint: setup
 	$(BIN)/python -m pyflakes dphpe tests
 
-# nbdev_test runs TEST_WORKERS notebooks at once; each kernel's torch gets an equal share of the cores (on the 2-core CI
-# machine one thread each: two kernels of two threads on two cores spent 6x the wall time, measured on 06/07).
+# nbdev_test and pytest (pytest-xdist, one test file per worker) run TEST_WORKERS at once, and each worker's torch gets
+# an equal share of the cores: on the 2-core CI machine one thread each (two kernels of two threads on two cores spent
+# 6x the wall time: 06_train + 07_pretrain 118-126 s against 21 s, measured here).
 TEST_WORKERS ?= 2
 TEST_THREADS ?= $(shell n=$$(( $$(nproc) / $(TEST_WORKERS) )); echo $$(( n > 0 ? n : 1 )))
 
 test: setup lint docs-check
 	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/nbdev_test --n_workers $(TEST_WORKERS) --timing
-	$(BIN)/python -m pytest -q --durations=8 tests
+	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=8 tests
 
 test-slow: setup
 	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/nbdev_test --n_workers $(TEST_WORKERS) --flags slow --timing

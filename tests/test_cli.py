@@ -68,3 +68,20 @@ def test_regime_unknown_preset():
     r = dphpe('regime', '--preset', 'huge', '--no-measure')
     last = r.stderr.strip().splitlines()[-1]  # torch may print a deprecation warning first
     assert r.returncode == 2 and last.startswith("dphpe: error: Unknown preset 'huge'") and 'Traceback' not in r.stderr
+
+def test_dphpe_run_one_configuration(tmp_path):
+    r = dphpe('run', '-p', 'preset', 'tiny', '-p', 'method', 'feature_projection', '-p', 'epsilon', '0.2', '--out', tmp_path/'one')
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = json.loads((tmp_path/'one'/'metrics.json').read_text())
+    assert (m['params']['method'], m['params']['epsilon']) == ('feature_projection', 0.2)
+    assert m['privacy']['epsilon_rdp'] <= 0.2 * 1.001 and 'epsilon spent' in r.stdout
+    nb = json.loads((tmp_path/'one'/'run.ipynb').read_text())
+    assert nb['metadata']['papermill']['parameters']['epsilon'] == 0.2  # papermill saved the executed notebook beside the results
+
+def test_dphpe_run_failure_is_one_line(tmp_path):
+    (tmp_path/'bad').mkdir(); (tmp_path/'bad'/'checkpoint.pth').write_text('not a checkpoint')
+    r = dphpe('run', '-p', 'preset', 'tiny', '-p', 'method', 'dpsgd', '--out', tmp_path/'bad')
+    assert r.returncode == 2 and 'Traceback' not in r.stderr, r.stderr[-2000:]
+    err = r.stderr.strip().splitlines()[-1]  # (lines above it: library warnings at import)
+    assert err.startswith('dphpe: error: run mpii-dpsgd-finetune-C0.01-eps0.8-s0 failed: CheckpointError'), r.stderr
+    assert str(tmp_path/'bad'/'log.txt') in err and 'Traceback' in (tmp_path/'bad'/'log.txt').read_text()

@@ -1,6 +1,7 @@
 """The sweep survives being killed: a SIGKILLed sweep, run again, finishes the grid without redoing finished runs.
 Also: its records, kept outside the runs folder, let a fresh runs folder skip every finished run; a failing run is
-retried once and reported; and the report rebuilds its tables from the run directories, or from the kept records."""
+retried once and reported; and the report rebuilds its tables from the run directories, or from the kept records.
+(`dphpe run`, one configuration, is tested in test_cli.py.)"""
 import json, os, signal, subprocess, sys, time
 from pathlib import Path
 import pytest
@@ -84,24 +85,3 @@ def test_failed_run_is_retried_once_and_reported(tmp_path):
     assert r.returncode == 1
     assert '0 ran, 0 were done, 1 failed' in r.stdout and 'log.txt' in r.stdout, r.stdout
     assert (bad/'log.txt').read_text().count('=== ') == 2  # the first attempt and one retry
-
-
-def test_dphpe_run_one_configuration(tmp_path):
-    r = subprocess.run([*DPHPE, 'run', '-p', 'preset', 'tiny', '-p', 'method', 'feature_projection', '-p', 'epsilon', '0.2',
-                        '--out', str(tmp_path/'one')], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    m = json.loads((tmp_path/'one'/'metrics.json').read_text())
-    assert (m['params']['method'], m['params']['epsilon']) == ('feature_projection', 0.2)
-    assert m['privacy']['epsilon_rdp'] <= 0.2 * 1.001 and 'epsilon spent' in r.stdout
-    nb = json.loads((tmp_path/'one'/'run.ipynb').read_text())
-    assert nb['metadata']['papermill']['parameters']['epsilon'] == 0.2  # papermill saved the executed notebook beside the results
-
-
-def test_dphpe_run_failure_is_one_line(tmp_path):
-    (tmp_path/'bad').mkdir(); (tmp_path/'bad'/'checkpoint.pth').write_text('not a checkpoint')
-    r = subprocess.run([*DPHPE, 'run', '-p', 'preset', 'tiny', '-p', 'method', 'dpsgd', '--out', str(tmp_path/'bad')],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 2 and 'Traceback' not in r.stderr, r.stderr[-2000:]
-    err = r.stderr.strip().splitlines()[-1]  # (lines above it: library warnings at import)
-    assert err.startswith('dphpe: error: run mpii-dpsgd-finetune-C0.01-eps0.8-s0 failed: CheckpointError'), r.stderr
-    assert str(tmp_path/'bad'/'log.txt') in err and 'Traceback' in (tmp_path/'bad'/'log.txt').read_text()
