@@ -29,13 +29,14 @@ lint: setup
 # 6x the wall time: 06_train + 07_pretrain 118-126 s against 21 s, measured here).
 TEST_WORKERS ?= 2
 TEST_THREADS ?= $(shell n=$$(( $$(nproc) / $(TEST_WORKERS) )); echo $$(( n > 0 ? n : 1 )))
+test test-slow: export OMP_NUM_THREADS = $(TEST_THREADS)
 
 test: setup lint docs-check
-	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/nbdev_test --n_workers $(TEST_WORKERS) --timing
-	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=8 tests
+	$(BIN)/nbdev_test --n_workers $(TEST_WORKERS) --timing
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=8 tests
 
 test-slow: setup
-	OMP_NUM_THREADS=$(TEST_THREADS) $(BIN)/nbdev_test --n_workers $(TEST_WORKERS) --flags slow --timing
+	$(BIN)/nbdev_test --n_workers $(TEST_WORKERS) --flags slow --timing
 
 # The `slurm` tests against a real single-node Slurm (Debian's packages, started as root by .ci/slurm-up); `make test`
 # runs them too, and skips them with the reason where no Slurm answers.
