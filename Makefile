@@ -8,7 +8,7 @@ PRESET ?= quick
 STALE  ?= refuse
 STAMP   = $(VENV)/.dphpe-installed
 
-.PHONY: setup study lint test test-slow test-slurm export docs-check clean-docs readme outputs
+.PHONY: setup study lint test test-slow test-slurm export docs-check clean-docs readme outputs lab
 
 $(STAMP): settings.ini setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,20 +47,30 @@ test-slurm: setup
 export: setup
 	$(BIN)/nbdev_export
 
+# JupyterLab on the notebooks (nbs/), from the pinned environment; it prints the URL (with its token) to open. As root
+# (containers often are) it needs --allow-root.
+lab: setup
+	$(BIN)/jupyter lab --notebook-dir=nbs $(if $(filter 0,$(shell id -u)),--allow-root)
+
 # Docs: Quarto cannot be installed on the development machines; this checks the processing step nbdev
 # runs before Quarto (the GitHub Actions workflow builds and publishes the site where Quarto exists).
+# .ci/docs-proc is that step (nbs/ -> _proc/; it keeps the hand-written nbs/sidebar.yml); tests/test_docs.py then
+# checks that every relative link and image of _proc/ resolves inside _proc/ and that the sidebar names pages that
+# exist. Only nbs/ reaches _proc/: a page shows a file of figures/ as a code cell's output (read in code), and links
+# to other repository files by their GitHub address.
 docs-check: setup
-	$(BIN)/python -c "from nbdev.quarto import refresh_quarto_yml, nbdev_sidebar; from nbdev.serve import proc_nbs; import nbdev.doclinks as d; refresh_quarto_yml(); d._build_modidx(); nbdev_sidebar.__wrapped__(); proc_nbs(force=True)"
-	test -f _proc/_quarto.yml && test -f _proc/index.ipynb && echo "docs processing OK: $$(ls _proc/*.ipynb | wc -l) notebooks in _proc/"
+	$(BIN)/python .ci/docs-proc
 
 clean-docs:
 	rm -rf _proc _docs
 
-# README.md is rendered from nbs/index.ipynb (nbdev_readme does the same through Quarto where it exists).
+# README.md is rendered from nbs/index.ipynb's markdown cells, after its results block (between the markers) is filled
+# from a report's gaps.csv (dphpe.report.pages.README_PRESET); tests/test_findings.py fails when README.md is not what this writes.
 readme: setup
-	$(BIN)/python -c "import json; nb=json.load(open('nbs/index.ipynb')); open('README.md','w').write('\n\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type']=='markdown')+'\n')"
+	$(BIN)/python -c "from dphpe.report.pages import write_readme; write_readme()"
 
-# Execute every notebook in place so the committed notebooks (and the docs site) show their outputs.
+# Execute every notebook in place so the committed notebooks (and the docs site) show their outputs; each runs in its
+# own folder (the pages in nbs/findings/, nbs/guides/, nbs/explanations/ read ../../figures/).
 outputs: setup
-	for nb in nbs/[0-9]*.ipynb nbs/index.ipynb; do $(BIN)/papermill --cwd nbs -k python3 --no-progress-bar "$$nb" "$$nb" || exit 1; done
+	for nb in nbs/[0-9]*.ipynb nbs/index.ipynb nbs/*/*.ipynb; do $(BIN)/papermill --cwd "$$(dirname "$$nb")" -k python3 --no-progress-bar "$$nb" "$$nb" || exit 1; done
 	$(BIN)/nbdev_clean

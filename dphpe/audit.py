@@ -10,8 +10,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 from PIL import Image
-from fastai.callback.core import Callback
-from fastai.torch_core import default_device
+from .quiet import fastai_quietly
+with fastai_quietly():  # this module's first import of fastai (see `dphpe.quiet`)
+    from fastai.callback.core import Callback
+    from fastai.torch_core import default_device
 from scipy.optimize import brentq
 from scipy.ndimage import binary_erosion
 from scipy.special import expit

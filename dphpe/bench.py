@@ -10,10 +10,12 @@ from functools import partial
 import torch, torch.nn.functional as F
 from torch.profiler import profile, ProfilerActivity
 from fastai.torch_core import default_device
+from .quiet import fastai_quietly
 from .model import STRATEGIES, pose_model, set_strategy, simcc_targets, simcc_loss
 from .clipping import CLIPPING, clip_factors
 from .features import public_view
-from .methods import METHODS, PoseDPOptimizer, PublicSubspace, private_gradients, private_update, public_gradients
+with fastai_quietly():  # a worker process imports fastai first through dphpe.methods (see `dphpe.quiet`)
+    from dphpe.methods import METHODS, PoseDPOptimizer, PublicSubspace, private_gradients, private_update, public_gradients
 
 # %% auto #0
 __all__ = ['method_costs', 'bench_summary', 'precision_agreement']
@@ -29,14 +31,19 @@ def _quiet_stderr():
     saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 2)
     try: yield
-    finally: os.dup2(saved, 2); os.close(saved); os.close(null)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 def _step_peak_bytes(step, dev:torch.device)->int:
     "Peak bytes of the tensors one call of `step` allocates and holds at once: the CUDA allocator's count on a GPU, the CPU allocator's as torch's profiler reports it."
     if dev.type == 'cuda':
-        torch.cuda.synchronize(dev); torch.cuda.reset_peak_memory_stats(dev)
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
         start = torch.cuda.memory_allocated(dev)
-        step(); torch.cuda.synchronize(dev)
+        step()
+        torch.cuda.synchronize(dev)
         return torch.cuda.max_memory_allocated(dev) - start
     os.environ.setdefault('KINETO_LOG_LEVEL', '5')
     with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof: step()

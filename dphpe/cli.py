@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse, contextlib, io, json, math, re, sys, time
 from pathlib import Path
 import numpy as np
+from .quiet import fastai_quietly
 
 # %% auto #0
 __all__ = ['NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'check_synth', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study',
@@ -92,7 +93,7 @@ def protocol_check(root:Path, # a synthetic dataset root from `make_synth`
 def cmd_study(args):
     "`dphpe study`: data and protocol check, the sweep of the preset's grid and calibration, the report and the calibration checks, timed."
     from dphpe.presets import STUDY_PRESETS
-    from dphpe.sweep import sweep
+    from dphpe.sweep import sweep, keep_records
     from dphpe.report.write import write_report
     if args.preset not in STUDY_PRESETS or STUDY_PRESETS[args.preset].data == 'real':
         raise ValueError(f"dphpe study runs an embedded preset ({', '.join(n for n, p in STUDY_PRESETS.items() if p.data != 'real')}), "
@@ -104,10 +105,11 @@ def cmd_study(args):
         print(f"  {name:<20}" + ' '.join(f"{k} {float(v):6.2f}" for k,v in res.items()))
     runs, out = Path(args.runs)/args.preset, Path(args.figures)/args.preset
     res = sweep(args.preset, runs, args.jobs, blocks='all', stale=args.stale)  # the grid and the baselines that calibrated it
+    kept = keep_records(runs, out/'records', [p.parent.name for p in sorted(runs.glob('*/metrics.json'))])  # each finished run's record, beside its report
     files = write_report(runs, out) + write_regime(runs, out)
     from dphpe.regime import write_calibration
     files += write_calibration(json.loads((out/'regime.json').read_text()), runs, Path(args.figures)/'calibration'/args.preset)
-    print(f"\nreport: {len(files)} files in {out} (tables, figures, README.md)\nstudy {args.preset!r}: {(time.time() - t0) / 60:.1f} min in all")
+    print(f"\nreport: {len(files)} files in {out} (tables, figures, README.md); {len(kept)} run records kept in {out/'records'}\nstudy {args.preset!r}: {(time.time() - t0) / 60:.1f} min in all")
     return 1 if res['failed'] else 0
 
 # %% ../nbs/90_cli.ipynb #6a5e8265
@@ -121,7 +123,7 @@ def param_value(s:str):
 def cmd_run(args):
     "`dphpe run`: one configuration, the experiment notebook executed by papermill in a process of its own."
     from dphpe.experiment import run_params, run_name
-    from dphpe.sweep import execute_run
+    from dphpe.runner import execute_run
     params = {'preset': 'quick', **{k: param_value(v) for k, v in args.param}}
     p = run_params(**params)  # a bad configuration fails here, before papermill starts
     out = Path(args.out or Path(args.runs)/p['preset']/run_name(p))
@@ -482,7 +484,10 @@ def parser()->argparse.ArgumentParser:
 def main(argv:list=None)->int:
     "Entry point of the `dphpe` console script."
     args = parser().parse_args(argv)
-    try: return args.func(args)
+    try:
+        with fastai_quietly():  # fastai's import-time warning is not the command's (see `dphpe.quiet`)
+            if getattr(args, 'preset', None) and args.command != 'data': study_preset(args)  # every --preset but `data synth`'s is a study preset
+            return args.func(args)
     except OSError as e:  # unwritable, missing or through-a-file paths: name the path and the reason, not the errno
         return _fail(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else (e.args[0] if e.args else repr(e)))
     except (ValueError, KeyError) as e: return _fail(e.args[0] if e.args else repr(e))

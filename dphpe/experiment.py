@@ -13,28 +13,32 @@ from .synth import make_synth
 from .data import data_fingerprint, PoseDataset, load_mpii, load_humanart, read_coco, HUMANART_LAYOUT
 from .features import make_splits
 from .metrics import box_pck_groups, coco_keypoint_eval
-from .model import STRATEGIES, trainable_count
+from .model import STRATEGIES, HEAD_INITS, trainable_count
 from .train import predict, persons_pckh, fit_pose, ValidationCurve, preload_crops
 from .pretrain import FEATURES, public_pretraining, initial_model, train_pose
 from .privacy import check_budget, ACCOUNTANTS
 from .presets import STUDY_PRESETS, StudyPreset
 from .methods import METHODS, private_learner, OPTIMIZERS, BASES, MASK_PRIVATE, SWITCH_METHODS, check_switch
+from fastai.optimizer import OptimWrapper
 
 # %% auto #0
-__all__ = ['RUN_PARAMETERS', 'SWITCHES', 'DATASETS', 'NAMED', 'RESULT_MODULES', 'CODE_FINGERPRINT', 'HORIZON_PERSONS',
-           'default_lr', 'run_params', 'off_default', 'run_name', 'data_root', 'dataset_persons', 'run_data',
-           'run_scores', 'write_json_atomic', 'RunRecord', 'read_metrics', 'recorded_params', 'versions',
-           'source_fingerprint', 'code_fingerprint', 'git_commit', 'run_fingerprint', 'train_run', 'final_predictions',
-           'best_predictions', 'run_experiment']
+__all__ = ['RUN_PARAMETERS', 'SWITCHES', 'NONPRIVATE_SWITCHES', 'DATASETS', 'SCORE_ON', 'NAMED', 'HELDOUT_PERSONS',
+           'RESULT_MODULES', 'CODE_FINGERPRINT', 'HORIZON_PERSONS', 'LATER_PARAMETERS', 'default_lr', 'run_params',
+           'off_default', 'run_name', 'data_root', 'dataset_persons', 'heldout_persons', 'run_data', 'run_scores',
+           'write_json_atomic', 'RunRecord', 'read_metrics', 'recorded_params', 'versions', 'source_fingerprint',
+           'code_fingerprint', 'git_commit', 'run_fingerprint', 'checkpoint_meta', 'validation_curve', 'train_run',
+           'final_predictions', 'best_predictions', 'run_experiment']
 
 # %% ../nbs/10_experiment.ipynb #eca1badb
 RUN_PARAMETERS = dict(preset='tiny', data=None, dataset='mpii', method='feature_projection', features='raw', strategy='finetune',
                       C=0.01, epsilon=0.8, delta=4e-5, k=None, m=None, public_weight=None, seed=0, epochs=None, bs=None,
                       accountant='rdp', public_batch='same',
                       basis='per_sample', public_in_private_sum=False, select='last', optimizer='adamw', lr=None, weight_decay=None,
-                      loss_scale=1., private_augment=False, refresh=50, mask_private='whole', horizon=0)
+                      loss_scale=1., private_augment=False, refresh=50, mask_private='whole', horizon=0, head_init='loaded', score_on='valid')
 SWITCHES = ('basis', 'public_in_private_sum', 'select', 'optimizer', 'loss_scale', 'private_augment', 'refresh', 'mask_private', 'horizon')
+NONPRIVATE_SWITCHES = ('optimizer', 'horizon')  # the switches a non-private run may flip too
 DATASETS = ('mpii', 'humanart')
+SCORE_ON = ('valid', 'heldout')  # the persons a run is scored on: the validation split, or held-out training persons (`heldout_persons`)
 
 def _choice(name, value, options):
     if value not in options: raise ValueError(f"Unknown {name} {value!r}; choose one of {sorted(options)}.")
@@ -42,11 +46,12 @@ def _choice(name, value, options):
 def default_lr(preset:str, # a key of `STUDY_PRESETS`
                optimizer:str, # 'adamw' or 'sgd'
                C:float, # the run's clipping norm
+               private:bool=True, # a private run (η/C is a rate for clipped gradients: a non-private SGD run has no default)
               )->float|None:
-    "The learning rate of a run that sets none: the preset's with AdamW, η/C with SGD (None when the preset chose no η)."
+    "The learning rate of a run that sets none: the preset's with AdamW, η/C with SGD (None when the preset chose no η, and for non-private SGD)."
     pre = STUDY_PRESETS[preset]
     if optimizer == 'adamw': return pre.train.lr
-    return pre.sgd_lr / C if pre.sgd_lr else None
+    return pre.sgd_lr / C if pre.sgd_lr and private else None
 
 def _check_switches(p:dict, pre:StudyPreset):
     "Refuse switches that the run's method cannot use; fill in the learning rate and weight decay."
@@ -55,13 +60,15 @@ def _check_switches(p:dict, pre:StudyPreset):
     _choice('mask_private', p['mask_private'], MASK_PRIVATE)
     _choice('select', p['select'], ('last', 'best'))
     if p['method'] == 'nonprivate':
-        if bad := [k for k in SWITCHES if p[k] != RUN_PARAMETERS[k]]: raise ValueError(f"{', '.join(bad)} applies to private runs only; leave it at its default for non-private runs.")
+        if bad := [k for k in SWITCHES if k not in NONPRIVATE_SWITCHES and p[k] != RUN_PARAMETERS[k]]:
+            raise ValueError(f"{', '.join(bad)} applies to private runs only; leave it at its default for non-private runs.")
     else:
         for k in SWITCH_METHODS: check_switch(k, p[k], RUN_PARAMETERS[k], p['method'])
     for k in ('refresh', 'horizon'):
         if not (isinstance(p[k], int) and p[k] >= (k == 'refresh')): raise ValueError(f"{k} must be a {'positive' if k == 'refresh' else 'non-negative'} integer, got {p[k]!r}.")
     if not (isinstance(p['loss_scale'], (int, float)) and p['loss_scale'] > 0): raise ValueError(f"loss_scale must be a positive number, got {p['loss_scale']!r}.")
-    p['lr'] = default_lr(p['preset'], p['optimizer'], p['C']) if p['lr'] is None else p['lr']
+    p['lr'] = default_lr(p['preset'], p['optimizer'], p['C'], p['method'] != 'nonprivate') if p['lr'] is None else p['lr']
+    if p['lr'] is None and p['method'] == 'nonprivate': raise ValueError("A non-private run with optimizer='sgd' needs lr (the preset's η/C is a rate for clipped gradients); set lr.")
     if p['lr'] is None: raise ValueError(f"optimizer='sgd' needs lr: preset {p['preset']!r} has no SGD learning rate chosen (sgd_lr); set lr.")
     p['weight_decay'] = pre.train.wd if p['weight_decay'] is None else p['weight_decay']
     if not (p['lr'] > 0 and p['weight_decay'] >= 0): raise ValueError(f"lr must be positive and weight_decay non-negative, got {p['lr']!r} and {p['weight_decay']!r}.")
@@ -76,7 +83,12 @@ def run_params(**params)->dict:
     _choice('strategy', p['strategy'], STRATEGIES)
     _choice('features', p['features'], FEATURES)
     _choice('accountant', p['accountant'], ACCOUNTANTS)
+    _choice('head_init', p['head_init'], HEAD_INITS)
+    _choice('score_on', p['score_on'], SCORE_ON)
     pre = STUDY_PRESETS[p['preset']]
+    if p['strategy'] == 'scratch' and p['head_init'] != 'loaded': raise ValueError(f"head_init={p['head_init']!r} re-initialises part of the public model's head; strategy 'scratch' starts from a random model: keep head_init='loaded'.")
+    if p['score_on'] == 'heldout' and p['dataset'] != 'mpii': raise ValueError(f"score_on='heldout' scores MPII runs only (PCKh of held-out MPII training persons); dataset {p['dataset']!r} is scored on its validation split.")
+    if p['score_on'] == 'heldout' and not pre.private_limit: raise ValueError(f"score_on='heldout' scores training persons in neither S_pub nor S_priv, and preset {p['preset']!r} trains on all of them (private_limit 0); use a preset with a private_limit.")
     if pre.data == 'real' and not p['data']: raise ValueError(f"Preset {p['preset']!r} runs on real data: set the parameter data to the folder holding mpii/, coco/ and humanart/.")
     for key, default in (('k', pre.k), ('m', pre.m), ('epochs', pre.train.epochs), ('bs', pre.train.bs)):
         p[key] = default if p[key] is None else p[key]
@@ -95,7 +107,7 @@ def off_default(p:dict, # from `run_params`
                )->dict:
     "{name: value} of the parameters of `p` that differ from its preset's defaults, beyond those the base of its name states."
     named = {k: p[k] for k in NAMED}
-    default = {**run_params(**named), 'lr': default_lr(p['preset'], p['optimizer'], p['C'])}  # lr's default depends on the optimizer
+    default = {**run_params(**named), 'lr': default_lr(p['preset'], p['optimizer'], p['C'], p['method'] != 'nonprivate')}  # lr's default depends on the optimizer
     return {k: p[k] for k in RUN_PARAMETERS if k not in NAMED and p[k] != default[k]}
 
 def _value(v)->str: return f"{v:g}" if isinstance(v, float) else str(v)
@@ -126,13 +138,27 @@ def dataset_persons(root:Path, # dataset folder
     if dataset == 'mpii': return load_mpii(root/'mpii', 'train'), load_mpii(root/'mpii', 'valid')
     return tuple(load_humanart(root/'humanart', s, input_size=input_size) for s in ('training', 'validation'))
 
+HELDOUT_PERSONS = 1000  # the most persons `score_on='heldout'` scores
+
+def heldout_persons(unused:list, # the training persons in neither S_pub nor S_priv, in the split's order
+                    n:int=HELDOUT_PERSONS, # at most this many
+                   )->list:
+    "The held-out persons a run with `score_on='heldout'` is scored on: the last `n` of `unused`, each with a head box."
+    if not unused: raise ValueError("score_on='heldout' needs training persons in neither S_pub nor S_priv; this preset trains on all of them.")
+    held = unused[-n:]
+    if any(q.headbox is None for q in held): raise ValueError("score_on='heldout' scores PCKh, which needs each held-out person's head box; "
+                                                              "these training annotations have none (real MPII's train.json: add the head rectangles of the MPII release).")
+    return held
+
 def run_data(p:dict, # from `run_params`
              root:Path, # from `data_root`
             ):
-    "The `Splits` of the run: S_pub (m persons), S_priv (at most the preset's `private_limit`), validation."
+    "The `Splits` of the run: S_pub (m persons), S_priv (at most the preset's `private_limit`), and the persons it is scored on (`valid`)."
     pre = STUDY_PRESETS[p['preset']]
     s = make_splits(*dataset_persons(root, p['dataset'], pre.train.input_size), m=p['m'], seed=0)
+    unused = s.private[pre.private_limit:] if pre.private_limit else []
     if pre.private_limit: s.private = s.private[:pre.private_limit]
+    if p['score_on'] == 'heldout': s.valid = heldout_persons(unused)
     return s
 
 # %% ../nbs/10_experiment.ipynb #d6293091
@@ -241,7 +267,24 @@ def run_fingerprint(root:Path, # the run's dataset folder
     return {'code': code_fingerprint(), 'data': data_fingerprint(root), 'commit': git_commit()}
 
 # %% ../nbs/10_experiment.ipynb #f9fc2619
-HORIZON_PERSONS = 300  # the fixed validation subset of `horizon` curves: the first persons of the validation split
+HORIZON_PERSONS = 300  # the fixed validation subset of `horizon` curves: the first persons of the validation split (or of the held-out ones)
+LATER_PARAMETERS = ('head_init', 'score_on')  # run parameters added after runs began: a checkpoint names them only off their defaults
+
+def checkpoint_meta(p:dict, # from `run_params`
+                   )->dict:
+    "The run description a checkpoint stores and a resumed run must match: every parameter but `data`, those of `LATER_PARAMETERS` only off their defaults."
+    return {'params': {k: v for k, v in p.items() if k != 'data' and not (k in LATER_PARAMETERS and v == RUN_PARAMETERS[k])}}
+
+def validation_curve(p:dict, # from `run_params`
+                     model, # the run's model (preloads the subset's crops)
+                     persons:list, # the persons the run is scored on
+                     input_size:tuple, # the model's input
+                     checkpoint:Path, # the run's checkpoint file: the curve goes beside it, in `horizon.json`
+                    )->ValidationCurve:
+    "The callback of the run's `horizon` curve: Mean PCKh@0.5 of the first `HORIZON_PERSONS` of `persons` every `horizon` training steps."
+    subset = PoseDataset(persons[:HORIZON_PERSONS], input_size, seed=p['seed'])
+    preload_crops(model, subset, cache=True)
+    return ValidationCurve(p['horizon'], subset, Path(checkpoint).parent/'horizon.json')
 
 def train_run(p:dict, # from `run_params`
               splits, # from `run_data`
@@ -252,21 +295,20 @@ def train_run(p:dict, # from `run_params`
              ):
     "Train the run's model, its crops kept between runs (`preload_crops`); return the fastai `Learner` (with `privacy` for private methods)."
     cfg = replace(STUDY_PRESETS[p['preset']].train, seed=p['seed'], epochs=p['epochs'], bs=p['bs'], lr=p['lr'], wd=p['weight_decay'])
-    model = initial_model(p['strategy'], cfg, pretrained, joints=len(splits.valid[0].layout))
-    meta = {'params': {k: v for k, v in p.items() if k != 'data'}}
+    model = initial_model(p['strategy'], cfg, pretrained, joints=len(splits.valid[0].layout), head_init=p['head_init'])
+    meta = checkpoint_meta(p)
     if p['method'] == 'nonprivate':
-        return train_pose(model, splits.private, splits.valid, cfg, view=FEATURES[p['features']], checkpoint=checkpoint, meta=meta, progress=progress, cbs=cbs,
-                          cache=True)
+        opt = None if p['optimizer'] == 'adamw' else lambda params, lr: OptimWrapper(params, OPTIMIZERS[p['optimizer']], lr=lr, weight_decay=cfg.wd)
+        curve = [validation_curve(p, model, splits.valid, cfg.input_size, checkpoint)] if p['horizon'] else []
+        return train_pose(model, splits.private, splits.valid, cfg, view=FEATURES[p['features']], checkpoint=checkpoint, meta=meta, progress=progress,
+                          cbs=[*curve, *cbs], cache=True, opt_func=opt)
     ds = lambda persons, augment=False: PoseDataset(persons, cfg.input_size, augment=augment, seed=p['seed'])
     learn = private_learner(model, ds(splits.private, p['private_augment']), ds(splits.valid), p['method'], p['epsilon'], p['delta'], p['C'],
                             p['epochs'], p['bs'], cfg.lr, cfg.wd, public=ds(splits.public), k=p['k'], refresh=p['refresh'],
                             public_weight=p['public_weight'], accountant=p['accountant'], public_batch=p['public_batch'], optimizer=p['optimizer'],
                             basis=p['basis'], public_in_private_sum=p['public_in_private_sum'], loss_scale=p['loss_scale'],
                             mask_private=p['mask_private'], seed=p['seed'], workers=cfg.workers, cache=True)
-    if p['horizon']:
-        subset = ds(splits.valid[:HORIZON_PERSONS])
-        preload_crops(model, subset, cache=True)
-        learn.add_cb(ValidationCurve(p['horizon'], subset, Path(checkpoint).parent/'horizon.json'))
+    if p['horizon']: learn.add_cb(validation_curve(p, model, splits.valid, cfg.input_size, checkpoint))
     learn.add_cbs(cbs)
     if not progress: learn.remove_cbs(learn.progress)
     fit_pose(learn, p['epochs'], cfg.lr, cfg.schedule, p['seed'], checkpoint, meta=meta, keep_best=p['select'] == 'best')

@@ -10,7 +10,11 @@ import torch
 from torch.utils.data import DataLoader
 from opacus.optimizers import DPOptimizerFastGradientClipping
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
-from fastai.callback.core import Callback, CancelBatchException, CancelFitException
+from .quiet import fastai_quietly
+with fastai_quietly():  # fastai's import-time warning (see `dphpe.quiet`)
+    from fastai.callback.core import Callback, CancelBatchException, CancelFitException
+    from fastai.data.core import DataLoaders
+    from fastai.optimizer import OptimWrapper
 from .model import PoseModel, simcc_targets
 from .train import pose_batch, pose_images, pose_learner, preload_crops, kept, cache_folder
 from .features import public_view, PublicView
@@ -19,8 +23,6 @@ from .data import PoseDataset
 from .clipping import CLIPPING, clip_factors
 
 from .privacy import PrivacyPlan
-from fastai.data.core import DataLoaders
-from fastai.optimizer import OptimWrapper
 from functools import partial
 from fastcore.basics import patch
 

@@ -8,8 +8,9 @@ import torch, torch.nn as nn, torch.nn.functional as F
 from timm.models.tiny_vit import TinyVit
 
 # %% auto #0
-__all__ = ['BACKBONES', 'STRATEGIES', 'dp_ready', 'SimCCHead', 'imagenet_tinyvit', 'PoseModel', 'pose_model', 'simcc_targets',
-           'simcc_loss', 'decode', 'set_strategy', 'trainable_count', 'per_sample_grads']
+__all__ = ['BACKBONES', 'HEAD_INITS', 'STRATEGIES', 'dp_ready', 'SimCCHead', 'imagenet_tinyvit', 'PoseModel', 'pose_model',
+           'reinit_head', 'simcc_targets', 'simcc_loss', 'decode', 'set_strategy', 'trainable_count',
+           'per_sample_grads']
 
 # %% ../nbs/05_model.ipynb #5126f25b
 from torch.func import functional_call, vmap, grad_and_value
@@ -103,6 +104,22 @@ def pose_model(backbone:str='tinyvit_embedded', # a key of `BACKBONES`
     if pretrained and backbone != 'tinyvit_5m': raise ValueError("ImageNet weights exist for 'tinyvit_5m' only; use pretrained=False.")
     bb.head = nn.Identity()  # the classifier's norm never runs in forward_features: no untrainable leftovers
     return PoseModel(bb, SimCCHead(BACKBONES[backbone]['embed_dims'][-1], joints, input_size, k))
+
+# %% ../nbs/05_model.ipynb #fa655642
+HEAD_INITS = {'loaded': (), 'joints': ('conv',), 'head': ('conv', 'x', 'y')}  # head_init → the layers of the head it re-initialises
+
+def reinit_head(model:PoseModel, # a pose model, changed in place
+                head_init:str='joints', # a key of `HEAD_INITS`
+                seed:int=42, # seed of the fresh layers
+               )->PoseModel:
+    "Re-initialise the head layers `head_init` names as a new `SimCCHead` seeded with `seed` has them; return `model`."
+    if head_init not in HEAD_INITS: raise ValueError(f"Unknown head_init {head_init!r}; choose one of {list(HEAD_INITS)}.")
+    h = model.head
+    with torch.random.fork_rng(devices=[]):  # torch's global random state is left as it was
+        torch.manual_seed(seed)
+        fresh = SimCCHead(h.conv.in_channels, h.conv.out_channels, (h.y.out_features // h.k, h.x.out_features // h.k), h.k)
+    for name in HEAD_INITS[head_init]: getattr(h, name).load_state_dict(getattr(fresh, name).state_dict())
+    return model
 
 # %% ../nbs/05_model.ipynb #f45ac61c
 def simcc_targets(joints:torch.Tensor, # (B, J, 2) crop pixel coordinates

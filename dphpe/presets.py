@@ -12,8 +12,8 @@ from .methods import METHODS, SWITCH_METHODS
 
 # %% auto #0
 __all__ = ['TINY_TRAIN', 'REGIME_TRAIN', 'PAPER_TRAIN', 'ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID', 'PAPER_METHODS',
-           'CALIBRATION', 'ABLATIONS', 'AUTHORS_CODE', 'SGD_ETAS', 'STUDY_PRESETS', 'Block', 'StudyPreset',
-           'ablation_grid']
+           'CALIBRATION', 'ABLATIONS', 'AUTHORS_CODE', 'SGD_ETAS', 'HYPOTHESES_H3', 'STUDY_PRESETS', 'Block',
+           'StudyPreset', 'ablation_grid', 'hypotheses_grid']
 
 # %% ../nbs/09b_presets.ipynb #89b61387
 TINY_TRAIN = TrainConfig(bs=16, epochs=1, pretrain_epochs=1)  # the smoke test (tests and notebooks)
@@ -83,6 +83,22 @@ def ablation_grid(methods:tuple=PAPER_METHODS, # the methods under study (MaskDP
     singles = [block([m for m in every if _changes(s, m) and (m in methods or s == 'mask_private')], [(s, v)]) for s, v in ABLATIONS]
     return (block(every, []), *singles, *(block([m], [(s, v) for s, v in AUTHORS_CODE if _changes(s, m)]) for m in methods))
 
+HYPOTHESES_H3 = {}  # H3's choice on the held-out persons, {method: (lr, k)}, e.g. {'projection': (1e-2, 50)}: its final runs join the grid
+
+def hypotheses_grid(h3:dict=HYPOTHESES_H3, # {method: (lr, k)} chosen on H3b: their runs at C = 1, both ε, on the validation split
+                    horizon:int=50, # every run's validation curve
+                   )->tuple:
+    "`Block`s of the hypotheses of issue 39 on `ablation`'s settings: the defaults they are compared with, H1 (`head_init`), H2 (λ = 1), H3a/H3b (SGD, rate chosen on held-out persons), H3 (the chosen rates), H5 (AdamW's lr)."
+    block = lambda ms, C=(1., .01), eps=(.2, .8), **sw: Block('mpii', tuple(ms), C=C, epsilon=eps, features=('raw',), switches=(*sw.items(), ('horizon', horizon)))
+    defaults = [block(('dpsgd', 'feature_projection', 'nonprivate')), block(('dpsgd',), (1.,), optimizer='sgd')]  # made on the same machine as the runs they pair with
+    h1 = [block((*PAPER_METHODS, 'nonprivate'), head_init=h) for h in ('joints', 'head')]
+    h2 = [block(('feature_projection',), public_weight=1.)]
+    h3a = [block(('nonprivate',), optimizer='sgd', lr=lr) for lr in (3e-4, 3e-3)]
+    h3b = [block(('projection', 'feature_projection'), (1.,), (.8,), optimizer='sgd', lr=lr, k=k, score_on='heldout') for lr in (3e-3, 1e-2, 3e-2) for k in (50, 4)]
+    h3 = [block((m,), (1.,), optimizer='sgd', lr=lr, k=k) for m, (lr, k) in h3.items()]
+    h5 = [block(('dpsgd', 'projection', 'feature_projection'), (1.,), (.8,), lr=lr) for lr in (1e-4, 3e-4)]
+    return (*defaults, *h1, *h2, *h3a, *h3b, *h3, *h5)
+
 STUDY_PRESETS = {
     'tiny':  StudyPreset('tiny', TINY_TRAIN, m=16, k=8,
                          grid=(Block('mpii', ('nonprivate',)), Block('mpii', tuple(METHODS), C=(.01,), epsilon=(.8,))),
@@ -95,6 +111,7 @@ STUDY_PRESETS = {
     'ablation': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=ablation_grid(), sgd_lr=3e-4, preregistered='a71019e',  # `quick`'s settings; η chosen on DP-SGD (regime notebook)
                             calibration=tuple(Block('mpii', ('dpsgd',), C=(c,), epsilon=(.2, .8), switches=(('optimizer', 'sgd'), ('lr', round(eta / c, 12)), ('horizon', 50)))
                                               for eta in SGD_ETAS for c in (1., .01))),
+    'hypotheses': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=hypotheses_grid(), sgd_lr=3e-4),  # `ablation`'s settings
     'paper-mpii':     StudyPreset('real', PAPER_TRAIN, grid=(MPII_GRID[0], replace(MPII_GRID[1], methods=PAPER_METHODS))),
     'paper-humanart': StudyPreset('real', PAPER_TRAIN, grid=HUMANART_GRID),
 }

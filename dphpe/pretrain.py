@@ -8,13 +8,15 @@ import copy, hashlib, json, os, shutil, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch
-from fastai.learner import Learner
+from .quiet import fastai_quietly
+with fastai_quietly():  # fastai's import-time warning (see `dphpe.quiet`)
+    from fastai.learner import Learner
 from .joints import COCO_TO_MPII, MPII
 from .synth import synth_cache, file_lock
 from .data import PoseDataset, load_mpii, load_coco, data_fingerprint
 from .features import public_view
 from .metrics import pckh_markdown
-from .model import PoseModel, pose_model, set_strategy, trainable_count, STRATEGIES
+from .model import PoseModel, pose_model, set_strategy, trainable_count, STRATEGIES, HEAD_INITS, reinit_head
 from .train import pose_dataloaders, pose_learner, preload_crops, fit_pose, predict, persons_pckh, TrainOnPublicView, save_atomic, read_checkpoint
 
 # %% auto #0
@@ -56,13 +58,14 @@ def train_pose(model:PoseModel, # model with its strategy set
                progress:bool=True, # show fastai's progress bars
                cbs:list=(), # more fastai callbacks
                cache:Path|bool=False, # folder keeping the validation crops between runs (see `preload_crops`)
+               opt_func=None, # fastai optimizer factory (default: AdamW with `cfg.wd`)
               )->Learner:
     "Train `model` non-privately on `train`, scoring `valid` each epoch; return the `Learner`."
     valid = PoseDataset(valid, cfg.input_size)
     preload_crops(model, valid, cache=cache)  # decoded once; at `finetune` the frozen prefix's features too
     dls = pose_dataloaders(PoseDataset(train, cfg.input_size, augment=True, seed=cfg.seed), valid, cfg.bs, cfg.workers, cfg.seed)
     view_cbs = [TrainOnPublicView(public_view(view, cfg.input_size))] if view else []
-    learn = pose_learner(model, dls, cfg.lr, cfg.wd, cbs=[*view_cbs, *cbs])
+    learn = pose_learner(model, dls, cfg.lr, cfg.wd, opt_func=opt_func, cbs=[*view_cbs, *cbs])
     if not progress: learn.remove_cbs(learn.progress)
     return fit_pose(learn, epochs or cfg.epochs, cfg.lr, cfg.schedule, cfg.seed, checkpoint, meta=meta)
 
@@ -159,18 +162,21 @@ def initial_model(strategy:str, # one of `STRATEGIES`
                   cfg:TrainConfig, # settings (backbone, input size, seed)
                   pretrained:Path=None, # `public_pretraining` checkpoint; needed unless `strategy` is 'scratch'
                   joints:int=16, # 16: MPII (the COCO head is transferred); 17: a COCO-style set such as Human-Art (kept as is)
+                  head_init:str='loaded', # a key of `HEAD_INITS`: keep the public model's head, or re-initialise its 'joints' layer or the whole 'head'
                  )->PoseModel:
     "The model a run of `strategy` starts from (MPII-16 or COCO-17), with its trainable parameters set."
     if strategy not in STRATEGIES: raise ValueError(f"Unknown strategy {strategy!r}; choose one of {STRATEGIES}.")
     if joints not in (16, 17): raise ValueError(f"joints must be 16 (MPII) or 17 (COCO-style), got {joints}.")
+    if head_init not in HEAD_INITS: raise ValueError(f"Unknown head_init {head_init!r}; choose one of {list(HEAD_INITS)}.")
     if strategy == 'scratch':
+        if head_init != 'loaded': raise ValueError(f"head_init={head_init!r} re-initialises part of the public model's head; strategy 'scratch' starts from a random model: keep head_init='loaded'.")
         torch.manual_seed(cfg.seed)
         return set_strategy(pose_model(cfg.backbone, joints, cfg.input_size, cfg.k), strategy)
     if pretrained is None or not Path(pretrained).exists():
         raise ValueError(f"Strategy {strategy!r} starts from the public model, but no pretrained checkpoint was given "
                          f"(got {pretrained}); build it with `public_pretraining` or `dphpe pretrain`.")
     public = load_public_model(pretrained)
-    return set_strategy(transfer_to_mpii(public, cfg.seed) if joints == 16 else public, strategy)
+    return set_strategy(reinit_head(transfer_to_mpii(public, cfg.seed) if joints == 16 else public, head_init, cfg.seed), strategy)
 
 # %% ../nbs/07_pretrain.ipynb #73543987
 FEATURES = {'raw': None, 'public': 'blur'}  # Table 1's two kinds of training input → public view trained on

@@ -5,24 +5,29 @@
 # %% ../nbs/15_update_probe.ipynb #cf5c1b68
 from __future__ import annotations
 import functools, itertools, tempfile
+from dataclasses import replace
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 import matplotlib.pyplot as plt
 import seaborn as sns
-from fastai.callback.core import Callback, CancelFitException
+from .quiet import fastai_quietly
+with fastai_quietly():  # fastai's import-time warning (see `dphpe.quiet`)
+    from fastai.callback.core import Callback, CancelFitException
 from .data import PoseDataset
-from .model import simcc_loss
-from .train import preload_crops
-from .methods import flat
+from .model import simcc_loss, simcc_targets, pose_model, set_strategy
+from .train import preload_crops, pose_batch
+from .methods import flat, PoseDPOptimizer, private_gradients, private_update
 from .presets import STUDY_PRESETS
-from .pretrain import public_pretraining
+from .pretrain import public_pretraining, initial_model
+from .regime import noise_multiplier
 from .experiment import run_params, data_root, run_data, train_run, HORIZON_PERSONS
 from .report.tables import METHOD_NAMES, fmt_key, markdown_table, write_table
 from .report.figures import NAMED_PALETTE, save_figure
 
 # %% auto #0
-__all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'clean_gradient', 'UpdateProbe', 'probe_inputs', 'probe_run', 'probe_summary',
-           'probe_figure', 'spread', 'probe_markdown', 'probe_files', 'write_probe']
+__all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'UPDATE_MODELS', 'UPDATE_KEYS', 'clean_gradient', 'UpdateProbe', 'probe_inputs',
+           'probe_run', 'probe_summary', 'probe_figure', 'spread', 'probe_markdown', 'probe_files', 'write_probe',
+           'layer_of', 'update_sizes', 'update_size_run', 'update_size_summary', 'write_update_sizes']
 
 # %% ../nbs/15_update_probe.ipynb #a3c9637d
 def clean_gradient(model, # the pose model, in the mode the run trains it in
@@ -146,7 +151,8 @@ def probe_files(df:pd.DataFrame, # rows of `probe_run`
                 caption:str='', # what the rows are (preset, seed)
                )->list:
     "Write `probe.csv` (every step), `probe_summary.csv` / `.md` and `probe.png` in `out`; return the paths."
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     (out/'probe.csv').write_text(f"# Update probe{caption}: one row per private step\n" + df.to_csv(index=False))
     steps, persons = df.groupby([*PROBE_KEYS, 'seed']).size().max(), df.attrs.get('persons', '')
     about = (f"Update probe{caption}, first {steps} private steps: median cos(Δθ, −g) to the clean gradient g of {persons} validation persons, the share of "
@@ -168,3 +174,91 @@ def write_probe(out:Path, # report folder
     df.attrs['persons'] = persons
     data = 'synthetic data' if STUDY_PRESETS[preset].data != 'real' else 'real data'
     return probe_files(df, out, f", preset {preset} ({data}), seeds {', '.join(map(str, seeds))}")
+
+# %% ../nbs/15_update_probe.ipynb #b82bd78d
+def layer_of(name:str)->str:
+    "The layer a parameter belongs to: its name without the last part ('head.conv.weight' → 'head.conv')."
+    return name.rsplit('.', 1)[0]
+
+def update_sizes(model, # a pose model with its strategy set, in train mode
+                 batches, # (inputs, SimCC targets, visible) of each step
+                 sigma:float, # noise multiplier
+                 C:float=1., # clipping norm
+                 lr:float=1e-3, # AdamW's learning rate
+                 wd:float=1e-4, # AdamW's weight decay
+                 bs:int=24, # expected batch size B: the noisy sum is divided by it
+                 seed:int=0, # seed of the noise
+                )->pd.DataFrame:
+    "One row per DP-SGD step under AdamW and per trained layer (and 'all'): parameters, ‖θ‖ before the step, ‖Δθ‖ and ‖Δθ‖/‖θ‖."
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    params = [p for _, p in named]
+    dp = PoseDPOptimizer(torch.optim.AdamW(params, lr=lr, weight_decay=wd), noise_multiplier=sigma, max_grad_norm=C, expected_batch_size=bs,
+                         generator=torch.Generator().manual_seed(seed))
+    groups = {l: [i for i, (n, _) in enumerate(named) if layer_of(n) == l] for l in dict.fromkeys(layer_of(n) for n, _ in named)}
+    rows = []
+    for step, (x, t, v) in enumerate(batches, 1):
+        before = [p.detach().clone() for p in params]
+        sums, losses, _ = private_gradients(model, x, t, v, C)
+        private_update(dp, sums, losses)
+        for layer, ix in {**groups, 'all': list(range(len(params)))}.items():
+            w, d = flat([before[i] for i in ix]).double(), flat([params[i].detach() - before[i] for i in ix]).double()  # norms in float64
+            rows.append(dict(step=step, layer=layer, params=w.numel(), weight_norm=float(w.norm()), update_norm=float(d.norm()), relative=float(d.norm() / w.norm())))
+    return pd.DataFrame(rows)
+
+# %% ../nbs/15_update_probe.ipynb #a25b05ea
+UPDATE_MODELS = (('tinyvit_embedded_s16', (96, 64), 'public'), ('tinyvit_embedded_s16', (96, 64), 'random'), ('tinyvit_5m', (128, 96), 'random'))  # (backbone, input, start)
+
+def update_size_run(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
+                    input_size:tuple=(96, 64), # (H, W)
+                    start:str='random', # 'random' (seeded) or 'public': the preset's own start model (its backbone and input only)
+                    preset:str='ablation', # the runs whose σ, B, weight decay and private persons are used
+                    C:float=1., epsilon:float=.8, # clipping norm and budget (σ as the preset's runs have it)
+                    lr:float=1e-3, # AdamW's learning rate
+                    steps:int=20, # DP-SGD steps
+                    seed:int=0, # seed of the model, the batches and the noise
+                   )->pd.DataFrame:
+    "`update_sizes` of `steps` DP-SGD steps of the `finetune` model `backbone` at `input_size` on the preset's private persons, with its run's σ at `epsilon`."
+    p, pre = run_params(preset=preset, method='dpsgd', C=C, epsilon=epsilon, seed=seed), STUDY_PRESETS[preset]
+    if start not in ('random', 'public'): raise ValueError(f"start must be 'random' or 'public', got {start!r}.")
+    if start == 'public' and (backbone, tuple(input_size)) != (pre.train.backbone, pre.train.input_size):
+        raise ValueError(f"start='public' is the public model of preset {preset!r}: {pre.train.backbone} at {pre.train.input_size}; use start='random' for {backbone} at {input_size}.")
+    root = data_root(p)
+    splits = run_data(p, root)
+    if start == 'public': model = initial_model('finetune', replace(pre.train, seed=seed), public_pretraining(root, pre.train, progress=False))
+    else:  # no public model needed (nor built)
+        torch.manual_seed(seed)
+        model = set_strategy(pose_model(backbone, 16, input_size, pre.train.k), 'finetune')
+    q = p['bs'] / len(splits.private)
+    sigma = noise_multiplier(epsilon, p['delta'], q, p['epochs'] * int(1 / q))  # as `private_learner` calibrates it: ⌊1/q⌋ steps per epoch
+    ds, pick = PoseDataset(splits.private, input_size), np.random.default_rng(seed).permutation(len(splits.private))
+    def batch(i):
+        x, j, v, *_ = pose_batch([ds[k] for k in pick[i * p['bs']:(i + 1) * p['bs']]])
+        return x, simcc_targets(j, input_size, model.head.k), v
+    rows = update_sizes(model.train(), (batch(i) for i in range(steps)), sigma, C, lr, p['weight_decay'], p['bs'], seed)
+    return rows.assign(backbone=backbone, input_size=f'{input_size[0]}x{input_size[1]}', start=start, lr=lr, C=C, epsilon=epsilon, sigma=sigma, seed=seed)
+
+# %% ../nbs/15_update_probe.ipynb #673ac275
+UPDATE_KEYS = ['backbone', 'input_size', 'start', 'lr', 'C', 'epsilon', 'seed']
+
+def update_size_summary(df:pd.DataFrame, # rows of `update_size_run`
+                       )->pd.DataFrame:
+    "Per model and trained layer (and 'all'): parameters, steps, and the median over the steps of ‖θ‖, ‖Δθ‖ and ‖Δθ‖/‖θ‖."
+    return (df.groupby([*UPDATE_KEYS, 'layer'], sort=False)
+              .agg(params=('params', 'first'), steps=('step', 'size'), weight_norm=('weight_norm', 'median'),
+                   update_norm=('update_norm', 'median'), relative=('relative', 'median')).reset_index())
+
+def write_update_sizes(out:Path, # folder, created
+                       models:tuple=UPDATE_MODELS, # (backbone, input size, start) of each model measured
+                       preset:str='ablation', # its runs' σ, B, weight decay and private persons
+                       lr:float=1e-3, C:float=1., epsilon:float=.8, steps:int=20, seed:int=0,
+                      )->list:
+    "Measure `update_size_run` for every model of `models`; write `update_sizes.csv` and `update_size_summary.csv` / `.md` into `out`; return the paths."
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    df = pd.concat([update_size_run(b, size, s, preset, C, epsilon, lr, steps, seed) for b, size, s in models], ignore_index=True)
+    about = (f"AdamW's step relative to the trained weights: DP-SGD at C = {C:g}, ε {epsilon:g} (σ {df.sigma.iloc[0]:.3g}) of preset {preset}, lr {lr:g}, "
+             f"`finetune`, {steps} steps of B persons; per trained layer and in all, the median over the steps of ‖Δθ‖/‖θ‖")
+    (out/'update_sizes.csv').write_text(f"# {about}: one row per step and layer\n" + df.to_csv(index=False))
+    t = update_size_summary(df)
+    return [out/'update_sizes.csv', *write_table(t, about, 'update_size_summary', out,
+                                                lambda t: markdown_table(t.assign(**{c: t[c].map('{:.3g}'.format) for c in ('weight_norm', 'update_norm', 'relative')})))]

@@ -4,13 +4,13 @@
 
 # %% ../nbs/13_regime.ipynb #cae9fed9
 from __future__ import annotations
-import functools, json, math
+import functools, itertools, json, math
 from dataclasses import replace
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 import matplotlib
 import matplotlib.pyplot as plt
-from .model import STRATEGIES, pose_model, set_strategy, trainable_count, simcc_targets
+from .model import STRATEGIES, HEAD_INITS, pose_model, set_strategy, trainable_count, simcc_targets
 from .data import PoseDataset
 from .train import pose_batch, predict, persons_pckh
 from .privacy import PrivacyPlan
@@ -20,14 +20,15 @@ from .synth import synth_params
 from .presets import STUDY_PRESETS, ALL_C, ALL_EPS
 from .experiment import run_params, run_data, data_root
 from .report.collect import collect_runs
-from .report.tables import markdown_table
+from .report.tables import markdown_table, write_table
 from .report.paper import paper_table
 
 # %% auto #0
-__all__ = ['PAPER_SETTING', 'QUANTILES', 'ROWS', 'MIN_STEPS', 'noise_multiplier', 'regime_quantities', 'trainable_per_strategy',
-           'paper_regime', 'clipped_sum_stats', 'start_state', 'private_count', 'named_runs', 'nonprivate_scores',
-           'regime_card', 'card_rows', 'regime_markdown', 'regime_checks', 'calibration_checks', 'card_json',
-           'calibration_figure', 'write_calibration', 'sgd_calibration', 'write_sgd_calibration']
+__all__ = ['PAPER_SETTING', 'QUANTILES', 'START_COLUMNS', 'ROWS', 'MIN_STEPS', 'noise_multiplier', 'regime_quantities',
+           'trainable_per_strategy', 'paper_regime', 'clipped_sum_stats', 'start_state', 'start_table',
+           'write_start_table', 'private_count', 'named_runs', 'nonprivate_scores', 'regime_card', 'card_rows',
+           'regime_markdown', 'regime_checks', 'calibration_checks', 'card_json', 'calibration_figure',
+           'write_calibration', 'sgd_calibration', 'write_sgd_calibration']
 
 # %% ../nbs/13_regime.ipynb #5c81e29c
 @functools.lru_cache
@@ -90,13 +91,15 @@ def start_state(preset:str, # a key of `STUDY_PRESETS` (embedded data)
                 Cs:tuple=ALL_C, # clipping norms
                 chunk:int=32, # per-sample gradients held at once
                 progress:bool=False, # progress bars of data generation and pretraining
+                head_init:str='loaded', # the run's `head_init`: the public model's head as loaded, or partly re-initialised
+                seed:int=0, # the run's seed (it seeds the transferred head's new rows and a re-initialised head)
                )->dict:
     "Score and per-sample gradient statistics of the model a private run of `preset` starts from."
-    p = run_params(preset=preset, method='dpsgd', strategy=strategy)
+    p = run_params(preset=preset, method='dpsgd', strategy=strategy, head_init=head_init, seed=seed)
     root, pre = data_root(p, progress), STUDY_PRESETS[preset]
     splits, size = run_data(p, root), pre.train.input_size
     pretrained = None if strategy == 'scratch' else public_pretraining(root, pre.train, progress=progress)
-    model = initial_model(strategy, replace(pre.train, seed=p['seed']), pretrained)
+    model = initial_model(strategy, replace(pre.train, seed=p['seed']), pretrained, head_init=head_init)
     start = persons_pckh(predict(model, PoseDataset(splits.valid, size)), splits.valid)['Mean']
     model.train()
     def batch(persons):
@@ -112,6 +115,38 @@ def start_state(preset:str, # a key of `STUDY_PRESETS` (embedded data)
     norms = G.norm(dim=1).numpy()
     return dict(start_pckh=float(start), n=len(G), grad_norm_quantiles={f'{q:g}': float(np.quantile(norms, q)) for q in QUANTILES},
                 **{f'C={C:g}': clipped_sum_stats(G, C, V) for C in Cs})
+
+# %% ../nbs/13_regime.ipynb #cf9b179f
+START_COLUMNS = ['head_init', 'seed', 'start_pckh', 'n', 'grad_norm_q05', 'grad_norm_q50', 'grad_norm_q95', 'C', 'clipped', 'alignment', 'span_energy']
+
+def start_table(preset:str='hypotheses', # an embedded preset
+                head_inits:tuple=tuple(HEAD_INITS), # the starts measured
+                seeds:tuple=(0,), # the runs' seeds
+                C:float=.01, # the clipping norm of the alignment and the energy share
+                n:int=256, # private persons whose gradients are measured
+                strategy:str='finetune', # training strategy
+               )->pd.DataFrame:
+    "Per `head_init` and seed: the start's Mean PCKh@0.5, its per-sample gradient-norm quantiles (5, 50, 95 %), and at `C` the share clipped, the alignment and the energy share in span(V)."
+    rows = []
+    for h, s in itertools.product(head_inits, seeds):
+        st = start_state(preset, strategy, n, (C,), head_init=h, seed=s)
+        q = st['grad_norm_quantiles']
+        rows.append(dict(head_init=h, seed=s, start_pckh=st['start_pckh'], n=st['n'], grad_norm_q05=q['0.05'], grad_norm_q50=q['0.5'],
+                         grad_norm_q95=q['0.95'], C=C, **st[f'C={C:g}']))
+    return pd.DataFrame(rows, columns=START_COLUMNS)
+
+def write_start_table(out:Path=Path('figures/hypotheses'), # folder, created
+                      preset:str='hypotheses', # an embedded preset
+                      **kwargs, # passed to `start_table` (head_inits, seeds, C, n, strategy)
+                     )->list:
+    "Write `start_table` as `start.csv` (a caption line, then the numbers) and `start.md` in `out`; return both paths."
+    Path(out).mkdir(parents=True, exist_ok=True)
+    t = start_table(preset, **kwargs)
+    k = run_params(preset=preset, method='projection')['k']
+    about = (f"Start of private training per head_init, preset {preset} ({'real' if STUDY_PRESETS[preset].data == 'real' else 'SYNTHETIC'} data): "
+             f"Mean PCKh@0.5 of the start model on the validation split; per-sample gradient-norm quantiles of {t.n.iloc[0]} private persons; "
+             f"at C = {t.C.iloc[0]:g} the share of them clipped, the alignment ‖Σ clip(gᵢ)‖/(n·C) and the share of the clipped sum's energy in the rank-{k} public subspace")
+    return write_table(t, about, 'start', out, lambda t: markdown_table(t.assign(**{c: t[c].map('{:.4g}'.format) for c in START_COLUMNS[2:]})))
 
 # %% ../nbs/13_regime.ipynb #e3baa5d6
 def private_count(preset:str, # an embedded preset
@@ -292,7 +327,7 @@ def sgd_calibration(runs:Path, # the `ablation` preset's run directories
     d = df[(df.method == 'dpsgd') & (df.switch == 'optimizer+lr')] if len(df) else df
     if d.empty: raise ValueError(f"No DP-SGD runs with optimizer='sgd' under {runs}: run `dphpe calibrate --preset ablation` first.")
     t = d.assign(eta=(d.lr * d.C).round(12)).pivot_table(index='eta', columns=['C', 'epsilon'], values='Mean')
-    t['mean'] = t[min(t.columns.levels[0])].mean(axis=1)  # where DP-SGD learns; at C = 1 it only loses, which rewards not moving
+    t[('mean', '')] = t[min(t.columns.levels[0])].mean(axis=1)  # (a full key of the two column levels) where DP-SGD learns; at C = 1 it only loses, which rewards not moving
     return t, float(t['mean'].idxmax())
 
 def write_sgd_calibration(runs:Path, # the `ablation` preset's run directories

@@ -4,18 +4,13 @@
 
 # %% ../nbs/11_sweep.ipynb #4730cc92
 from __future__ import annotations
-import functools, json, os, shutil, signal, time
-import multiprocessing as mp
+import functools, json, os, shutil, time
 from collections import Counter, deque
 from itertools import product
 from pathlib import Path
-import nbformat, torch
+import torch
 import numpy as np
-import papermill as pm
-from papermill.engines import Engine, papermill_engines
-from execnb.shell import CaptureShell
 from fastprogress.fastprogress import progress_bar
-import dphpe
 from .data import data_fingerprint
 from .train import read_checkpoint
 from .presets import STUDY_PRESETS
@@ -23,13 +18,13 @@ from .experiment import (RunRecord, RUN_PARAMETERS, run_params, run_name, read_m
                               code_fingerprint, write_json_atomic, run_data)
 from .pretrain import public_pretraining
 from .methods import METHODS
+from .runner import launch_run, record_status, checked_result, execute_run
 
 # %% auto #0
-__all__ = ['STALE', 'BACKENDS', 'RECORDS_README', 'grid', 'select', 'experiment_notebook', 'InProcessEngine', 'run_processes',
-           'launch_run', 'same_data', 'record_status', 'run_result', 'notebook_error', 'checked_result', 'execute_run',
-           'StaleRuns', 'plan_sweep', 'prepare', 'gpu_slots', 'is_records', 'keep_records', 'restore_records',
-           'plan_with_records', 'sweep', 'slurm_executor', 'run_job', 'queued_runs', 'submit_runs', 'submitit_sweep',
-           'sweep_status', 'estimate_seconds', 'run_seconds', 'sweep_plan']
+__all__ = ['STALE', 'BACKENDS', 'RECORDS_README', 'grid', 'select', 'StaleRuns', 'plan_sweep', 'prepare', 'gpu_slots',
+           'is_records', 'keep_records', 'restore_records', 'plan_with_records', 'sweep', 'slurm_executor', 'run_job',
+           'queued_runs', 'submit_runs', 'submitit_sweep', 'sweep_status', 'estimate_seconds', 'run_seconds',
+           'sweep_plan']
 
 # %% ../nbs/11_sweep.ipynb #eb1b4aff
 def grid(preset:str, # a key of `STUDY_PRESETS`
@@ -64,166 +59,6 @@ def select(runs:list, # run parameters, from `grid`
 def _num(v):
     try: return float(v)
     except (TypeError, ValueError): return None
-
-# %% ../nbs/11_sweep.ipynb #92cb9ef7
-def experiment_notebook()->Path:
-    "The experiment notebook: `$DPHPE_EXPERIMENT_NOTEBOOK`, else this checkout's `nbs/10_experiment.ipynb`, else the package's copy."
-    if nb := os.environ.get('DPHPE_EXPERIMENT_NOTEBOOK'):
-        if not Path(nb).is_file(): raise FileNotFoundError(f"DPHPE_EXPERIMENT_NOTEBOOK={nb} is not a file; point it to an experiment notebook or unset it.")
-        return Path(nb).resolve()
-    package = Path(dphpe.__file__).resolve().parent
-    for nb in (package.parent/'nbs'/'10_experiment.ipynb', package/'experiment.ipynb'):
-        if nb.is_file(): return nb
-    raise FileNotFoundError(f"no experiment notebook: neither {package.parent/'nbs'} (a checkout) nor {package} (an installed wheel) holds one; "
-                            "reinstall dphpe, or set DPHPE_EXPERIMENT_NOTEBOOK to the notebook's path.")
-
-# %% ../nbs/11_sweep.ipynb #b3605a41
-def _output(o:dict, # an output as execnb's `CaptureShell.run` returns it
-            count:int, # the cell's execution count
-           )->nbformat.NotebookNode:
-    "The output as a kernel's would be held in memory: multi-line text joined, a result numbered."
-    join = lambda v: ''.join(v) if isinstance(v, list) and all(isinstance(s, str) for s in v) else v
-    o = {**o, **({'execution_count': count} if o['output_type'] == 'execute_result' else {})}
-    if 'text' in o: o['text'] = join(o['text'])
-    if 'data' in o: o['data'] = {k: join(v) for k, v in o['data'].items()}
-    return nbformat.from_dict(o)
-
-def _echo(outputs:list):
-    "Print the text of cell `outputs` (a run's log)."
-    for o in outputs:
-        text = o.get('text') or ''.join(o.get('traceback', [])) or o.get('data', {}).get('text/plain', '')
-        if text: print(text, end='' if text.endswith('\n') else '\n', flush=True)
-
-class InProcessEngine(Engine):
-    "papermill engine that runs a notebook's code cells in an IPython shell in this process, not in a new kernel."
-    @classmethod
-    def execute_managed_notebook(cls, nb_man, kernel_name, log_output:bool=False, **kwargs):
-        shell, count = CaptureShell(mpl_format='png'), 0
-        for i, cell in enumerate(nb_man.nb.cells):
-            if cell.cell_type != 'code': continue
-            nb_man.cell_start(cell, i)
-            count += 1
-            cell.outputs, cell.execution_count = [_output(o, count) for o in shell.run(cell.source)], count
-            if log_output: _echo(cell.outputs)
-            if shell.exc is not None: nb_man.cell_exception(cell, i, exception=shell.exc)
-            nb_man.cell_complete(cell, i)
-            if shell.exc is not None: break  # papermill then raises `PapermillExecutionError` from the error output
-
-papermill_engines.register('dphpe', InProcessEngine)
-
-# %% ../nbs/11_sweep.ipynb #d38fc90d
-def run_processes():
-    "The `multiprocessing` context runs start from: a fork server that has imported `dphpe.sweep` (spawn where there is none)."
-    if 'forkserver' not in mp.get_all_start_methods(): return mp.get_context('spawn')
-    ctx = mp.get_context('forkserver')
-    ctx.set_forkserver_preload(['dphpe.sweep'])  # takes effect when the server starts, with the first run
-    return ctx
-
-def _die_with_parent():
-    "Ask Linux to SIGTERM this process when its parent (the fork server, which exits with the sweep) dies."
-    try:
-        import ctypes
-        ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError: pass  # not Linux: runs outlive a killed sweep and finish on their own
-
-def _run_process(params:dict, out:Path, threads:int, log:bool, gpu:str=None):
-    "The body of a run's process: log to `out/log.txt`, die with the sweep, see only GPU `gpu`, execute the notebook with `InProcessEngine`."
-    if gpu is not None: os.environ['CUDA_VISIBLE_DEVICES'] = gpu  # before anything touches CUDA (the fork server never does)
-    if log:
-        fd = os.open(out/'log.txt', os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        for std in (1, 2): os.dup2(fd, std)
-    _die_with_parent()
-    torch.set_num_threads(threads)
-    nb = experiment_notebook()
-    pm.execute_notebook(nb, out/'run.ipynb', parameters={**params, 'out': str(out)}, cwd=out, engine_name='dphpe',
-                        progress_bar=False, log_output=True)
-
-def launch_run(params:dict, # run parameters, from `grid`
-               out:Path, # run directory
-               threads:int=1, # torch threads of the run
-               log:bool=True, # append the run's output to `out/log.txt` (else it goes where this process's does)
-               gpu:str=None, # the CUDA device the run sees (`CUDA_VISIBLE_DEVICES`), e.g. '1'; None: as this process
-              )->mp.Process:
-    "Start the experiment notebook for `params` in a process of its own (an earlier `metrics.json` in `out` is moved aside); return the process."
-    out, name = Path(out).resolve(), run_name(run_params(**params))  # a bad configuration fails here, before any process starts
-    out.mkdir(parents=True, exist_ok=True)
-    stamp, note = time.strftime('%Y-%m-%d %H:%M:%S'), ''
-    if (out/'metrics.json').exists():  # an earlier record (another configuration, or a run repeated): what exits must be this run's
-        aside = out/f"metrics.replaced-{stamp.replace(' ', 'T').replace(':', '')}.json"
-        (out/'metrics.json').replace(aside)
-        note = f" (the earlier metrics.json is now {aside.name})"
-    if log:
-        with open(out/'log.txt', 'a') as f: f.write(f"\n=== {stamp} run {name}{'' if gpu is None else f' on GPU {gpu}'} {params}{note}\n")
-    from dphpe.sweep import _run_process  # by reference from the package, also when this is called from a notebook
-    proc = run_processes().Process(target=_run_process, args=(params, out, threads, log, gpu), name=name)
-    proc.start()
-    return proc
-
-# %% ../nbs/11_sweep.ipynb #696bfaf1
-_FOLDER_FINGERPRINTS = {}  # {folder: (legacy, current)}: a folder's two fingerprints, read once per process
-
-def _same_legacy_data(root:str, made:str, data:str)->bool:
-    "Whether folder `root` still holds what a record fingerprinted as `made` (MAT files read whole, as then) and its content is `data`."
-    if not (root and Path(root).is_dir()): return False
-    if root not in _FOLDER_FINGERPRINTS: _FOLDER_FINGERPRINTS[root] = data_fingerprint(root, legacy=True), data_fingerprint(root)
-    return _FOLDER_FINGERPRINTS[root] == (made, data)
-
-def same_data(m:RunRecord, # a finished record
-              data:str, # the fingerprint of the data the run would read now
-             )->bool:
-    "Whether the record was made on that data: the same fingerprint, none recorded, or (a record fingerprinted with MAT headers) its own folder, unchanged, with the same content."
-    made = (m.fingerprint or {}).get('data')
-    return made is None or made == data or _same_legacy_data(m.data_root, made, data)
-
-def record_status(m:RunRecord|None, # a finished record (from `read_metrics`), or None
-                  params:dict, # the run's parameters
-                  fingerprint:dict, # {'code', 'data'} of this checkout and of the run's data; a key left out is not checked
-                 )->str:
-    "'missing', 'other run' (other parameters), 'other data', 'other code' (or a record from before fingerprints) or 'current'."
-    if m is None: return 'missing'
-    if recorded_params(m.params) != run_params(**params): return 'other run'
-    made = m.fingerprint or {}
-    if fingerprint.get('data') and not same_data(m, fingerprint['data']): return 'other data'
-    return 'current' if fingerprint.get('code') and made.get('code') == fingerprint['code'] else 'other code'
-
-def run_result(out:Path, # run directory
-               params:dict, # run parameters (see `RUN_PARAMETERS`)
-               fingerprint:dict=None, # {'data': …} to check the record against (see `record_status`); None: parameters only
-              )->RunRecord|None:
-    "The finished record in `out` if it is the record of `params` (as `recorded_params` reads it, on the data of `fingerprint`), else None."
-    m = read_metrics(out)
-    return m if record_status(m, params, {**(fingerprint or {}), 'code': None}) in ('current', 'other code') else None
-
-def notebook_error(path:Path)->str|None:
-    "'ename: evalue' of the failing cell of the executed notebook at `path`, or None."
-    try: cells = nbformat.read(path, as_version=4).cells
-    except (OSError, ValueError): return None
-    return next((f"{o.ename}: {o.evalue}" for c in cells for o in c.get('outputs', []) if o.output_type == 'error'), None)
-
-def checked_result(out:Path, # run directory of a run that has ended
-                   params:dict, # its parameters
-                  )->RunRecord|None:
-    "The run's record if its notebook also passed every check after training, else None (a record whose checks failed moves to `metrics.failed.json`)."
-    m = run_result(out, params)
-    if m is not None and notebook_error(out/'run.ipynb'):
-        (out/'metrics.json').replace(out/'metrics.failed.json')
-        return None
-    return m
-
-# %% ../nbs/11_sweep.ipynb #9a7fd5a5
-def execute_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
-                out:Path, # run directory
-                log:bool=True, # output to `out/log.txt` (else here)
-                threads:int=None, # torch threads of the run (default: every CPU this process may use)
-               )->RunRecord:
-    "Run the experiment notebook for `params` into `out` in a process of its own and wait; return its record."
-    out = Path(out).resolve()
-    proc = launch_run(params, out, threads or len(os.sched_getaffinity(0)), log)
-    proc.join()
-    if (m := checked_result(out, params)) is None:
-        why = notebook_error(out/'run.ipynb') or f"its process exited with code {proc.exitcode}"
-        raise RuntimeError(f"run {proc.name} failed: {why} (see {out/'run.ipynb'}" + (f" and {out/'log.txt'})" if log else ")"))
-    return m
 
 # %% ../nbs/11_sweep.ipynb #a0b3321c
 STALE = ('refuse', 'keep', 'rerun')  # what a sweep does with finished records made by other code

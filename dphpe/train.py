@@ -7,12 +7,14 @@ from __future__ import annotations
 import numpy as np, torch
 from torch.utils.data import DataLoader, default_collate
 from fastcore.foundation import L
-from fastai.learner import Learner, Metric
-from fastai.data.core import DataLoaders
-from fastai.callback.core import Callback
-from fastai.optimizer import OptimWrapper
-from fastai.torch_core import default_device
-from fastai.callback.schedule import ParamScheduler, SchedNo, combine_scheds, combined_cos
+from .quiet import fastai_quietly
+with fastai_quietly():  # the package's first import of fastai (see `dphpe.quiet`)
+    from fastai.learner import Learner, Metric
+    from fastai.data.core import DataLoaders
+    from fastai.callback.core import Callback
+    from fastai.optimizer import OptimWrapper
+    from fastai.torch_core import default_device
+    from fastai.callback.schedule import ParamScheduler, SchedNo, combine_scheds, combined_cos
 import json, os, time, hashlib, inspect, dataclasses, pickle
 import PIL, timm
 from pathlib import Path
@@ -351,7 +353,7 @@ def fit_pose(learn:Learner, # from `pose_learner`
     ck = {}
     if checkpoint is not None and resume and Path(checkpoint).exists():
         ck = restore(learn, checkpoint, epochs, meta)
-        print(f"Resuming from {checkpoint}: {ck['epoch']} of {epochs} epochs done.")
+        print(f"Resuming from {Path(checkpoint).name}: {ck['epoch']} of {epochs} epochs done.")  # by name: it sits in the run's folder, beside its log
     start = ck.get('epoch', 0)
     if start >= epochs:  # finished already: nothing to train, but the history and timings are the run's
         learn.recorder.values, learn.epoch_seconds = [list(v) for v in ck['history']], list(ck.get('seconds', []))

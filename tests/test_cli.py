@@ -34,7 +34,8 @@ def test_pckh_perfect_and_shifted(synth_root, tmp_path):
     assert list(res) == ['Head', 'Shoulder', 'Elbow', 'Wrist', 'Hip', 'Knee', 'Ankle', 'Mean', 'Mean@0.1']
     assert res['Mean'] == 100.0
     # shift every prediction by 0.3 head sizes: correct at thr 0.5, wrong at 0.1 (hand-computed expectation)
-    hb = m['headboxes_src']; head = 0.6*np.linalg.norm(hb[1] - hb[0], axis=0)
+    hb = m['headboxes_src']
+    head = 0.6*np.linalg.norm(hb[1] - hb[0], axis=0)
     savemat(tmp_path/'s.mat', {'preds': preds + np.stack([0.3*head, 0*head], -1)[:, None, :]})
     res = json.loads(dphpe('pckh', tmp_path/'s.mat', '--gt', gt, '--json').stdout)
     assert res['Mean'] == 100.0 and res['Mean@0.1'] == 0.0
@@ -79,7 +80,8 @@ def test_dphpe_run_one_configuration(tmp_path):
     assert nb['metadata']['papermill']['parameters']['epsilon'] == 0.2  # papermill saved the executed notebook beside the results
 
 def test_dphpe_run_failure_is_one_line(tmp_path):
-    (tmp_path/'bad').mkdir(); (tmp_path/'bad'/'checkpoint.pth').write_text('not a checkpoint')
+    (tmp_path/'bad').mkdir()
+    (tmp_path/'bad'/'checkpoint.pth').write_text('not a checkpoint')
     r = dphpe('run', '-p', 'preset', 'tiny', '-p', 'method', 'dpsgd', '--out', tmp_path/'bad')
     assert r.returncode == 2 and 'Traceback' not in r.stderr, r.stderr[-2000:]
     err = r.stderr.strip().splitlines()[-1]  # (lines above it: library warnings at import)

@@ -24,7 +24,8 @@ def raw_json(p): return json.loads(Path(p).read_text())
 
 # ---------------------------------------------------------------- MPII fixture
 def test_mpii_fixture_counts_shapes_and_0_based():
-    root = need('mpii'); raw = raw_json(root/'annot'/'test_mpii.json')
+    root = need('mpii')
+    raw = raw_json(root/'annot'/'test_mpii.json')
     ps = load_mpii(root, 'test_mpii')
     assert len(ps) == len(raw) == 5
     assert len({p.id for p in ps}) == 5
@@ -35,17 +36,20 @@ def test_mpii_fixture_counts_shapes_and_0_based():
         assert p.image == (root/'images'/r['image']).absolute() and p.image.exists()
         assert p.headbox is None and p.mask is None
     # joints missing in the file (written as -1, -1) keep vis 0
-    p2 = ps[2]; assert p2.visible[0] == 0 and p2.visible[5] == 0
+    p2 = ps[2]
+    assert p2.visible[0] == 0 and p2.visible[5] == 0
     np.testing.assert_array_equal(p2.joints[[0, 5]], [[-2, -2], [-2, -2]])
 
 def test_mpii_fixture_center_scale_hrnet_order():
-    root = need('mpii'); raw = raw_json(root/'annot'/'test_mpii.json')
+    root = need('mpii')
+    raw = raw_json(root/'annot'/'test_mpii.json')
     for p, r in zip(load_mpii(root, 'test_mpii'), raw):
         s = r['scale']  # HRNet: c[1] += 15*s (unpadded s, 1-based), s *= 1.25, then c -= 1
         np.testing.assert_allclose(p.center, [r['center'][0] - 1, r['center'][1] + 15 * s - 1], atol=1e-4)
         np.testing.assert_allclose(p.scale, [1.25 * s, 1.25 * s], rtol=1e-6)
     p = load_mpii(root, 'test_mpii')[0]  # hand-computed for the first record: c (966, 340), s 4.718488
-    np.testing.assert_allclose(p.center, [965.0, 409.77732], atol=1e-3); np.testing.assert_allclose(p.scale, 5.89811, atol=1e-5)
+    np.testing.assert_allclose(p.center, [965.0, 409.77732], atol=1e-3)
+    np.testing.assert_allclose(p.scale, 5.89811, atol=1e-5)
 
 def test_mpii_scale_follows_the_head_on_real_and_synthetic_files(tmp_path):
     "Real MPII sets `scale` from the head (upper neck to head top = scale·200/6); the synthetic MPII files do the same."
@@ -59,8 +63,11 @@ def test_mpii_scale_follows_the_head_on_real_and_synthetic_files(tmp_path):
     np.testing.assert_allclose([head(r) / (r['scale'] * 200) for r in both], 1 / 6, rtol=2e-3)  # 2-decimal joints, 4-decimal scale
 
 def test_mpii_gt_mat_headboxes(tmp_path):
-    root = need('mpii'); n = len(raw_json(root/'annot'/'test_mpii.json'))
-    hb = np.zeros((2, 2, n)); hb[0, :, :] = np.arange(n) + 10; hb[1, :, :] = np.arange(n) + 50  # 1-based corners
+    root = need('mpii')
+    n = len(raw_json(root/'annot'/'test_mpii.json'))
+    hb = np.zeros((2, 2, n))
+    hb[0, :, :] = np.arange(n) + 10
+    hb[1, :, :] = np.arange(n) + 50  # 1-based corners
     savemat(tmp_path/'gt_valid.mat', {'headboxes_src': hb, 'jnt_missing': np.zeros((16, n)), 'pos_gt_src': np.zeros((16, 2, n))})
     ps = load_mpii(root, 'test_mpii', gt_mat=tmp_path/'gt_valid.mat')
     np.testing.assert_array_equal(ps[3].headbox, [[12, 12], [52, 52]])
@@ -81,7 +88,8 @@ def hrnet_cs(bbox, w_img, h_img, aspect=0.75):
     return c, np.array([w, h]) / 200 * 1.25
 
 def test_coco_fixture_filtering_and_values():
-    root = need('coco'); raw = raw_json(root/'annotations'/'test_coco.json')
+    root = need('coco')
+    raw = raw_json(root/'annotations'/'test_coco.json')
     ps = load_coco(root, 'val2017', ann_file='annotations/test_coco.json')
     kept = [a for a in raw['annotations'] if a['num_keypoints'] > 0 and a['iscrowd'] == 0]
     assert len(raw['annotations']) == 14 and len(ps) == len(kept) == 12
@@ -89,10 +97,13 @@ def test_coco_fixture_filtering_and_values():
     for p, a in zip(ps, kept):
         kp = np.array(a['keypoints'], np.float32).reshape(17, 3)
         assert p.layout is COCO and p.id == str(a['id']) and p.image_id == a['image_id']
-        np.testing.assert_array_equal(p.joints, kp[:, :2]); np.testing.assert_array_equal(p.visible, kp[:, 2] > 0)
-        np.testing.assert_allclose(p.bbox, a['bbox'], rtol=1e-6); assert p.area == pytest.approx(a['area'])
+        np.testing.assert_array_equal(p.joints, kp[:, :2])
+        np.testing.assert_array_equal(p.visible, kp[:, 2] > 0)
+        np.testing.assert_allclose(p.bbox, a['bbox'], rtol=1e-6)
+        assert p.area == pytest.approx(a['area'])
         c, s = hrnet_cs(a['bbox'], imgs[a['image_id']]['width'], imgs[a['image_id']]['height'])
-        np.testing.assert_allclose(p.center, c, rtol=1e-5); np.testing.assert_allclose(p.scale, s, rtol=1e-5)
+        np.testing.assert_allclose(p.center, c, rtol=1e-5)
+        np.testing.assert_allclose(p.scale, s, rtol=1e-5)
         assert p.scale[0] / p.scale[1] == pytest.approx(0.75, rel=1e-5)
         assert p.image == (root/'val2017'/imgs[a['image_id']]['file_name']).absolute()
     # the input aspect ratio changes the boxes
@@ -100,15 +111,20 @@ def test_coco_fixture_filtering_and_values():
     assert all(p.scale[0] == pytest.approx(p.scale[1]) for p in sq)
 
 def test_coco_crowd_and_category_filtering(tmp_path):
-    root = need('coco'); raw = raw_json(root/'annotations'/'test_coco.json')
+    root = need('coco')
+    raw = raw_json(root/'annotations'/'test_coco.json')
     anns = raw['annotations']
-    anns[0]['iscrowd'] = 1; anns[1]['category_id'] = 2; anns[2]['area'] = 0
-    (tmp_path/'annotations').mkdir(); (tmp_path/'annotations'/'person_keypoints_val2017.json').write_text(json.dumps(raw))
+    anns[0]['iscrowd'] = 1
+    anns[1]['category_id'] = 2
+    anns[2]['area'] = 0
+    (tmp_path/'annotations').mkdir()
+    (tmp_path/'annotations'/'person_keypoints_val2017.json').write_text(json.dumps(raw))
     ps = load_coco(tmp_path, 'val2017', img_dir=root/'val2017')
     assert len(ps) == 12 - 3 and not {str(a['id']) for a in anns[:3]} & {p.id for p in ps}
 
 def test_humanart_fixture_paths():
-    root = need('humanart'); raw = raw_json(root/'HumanArt'/'annotations'/'test_humanart.json')
+    root = need('humanart')
+    raw = raw_json(root/'HumanArt'/'annotations'/'test_humanart.json')
     ps = load_humanart(root, 'test')
     assert len(ps) == 4 and all(p.layout is COCO and p.joints.shape == (17, 2) for p in ps)
     files = {i['id']: i['file_name'] for i in raw['images']}
@@ -137,11 +153,16 @@ def test_fixture_crops_round_trip_and_batch():
 # ---------------------------------------------------------------- affine transform and crop
 def hrnet_reference(center, scale, rot, size):
     "HRNet's three-point construction solved as a linear system (what cv2.getAffineTransform does)."
-    H, W = size; sw = scale[0] * 200; r = np.deg2rad(rot)
-    v = np.array([0, -sw / 2]); v = np.array([v[0] * np.cos(r) - v[1] * np.sin(r), v[0] * np.sin(r) + v[1] * np.cos(r)])
+    H, W = size
+    sw = scale[0] * 200
+    r = np.deg2rad(rot)
+    v = np.array([0, -sw / 2])
+    v = np.array([v[0] * np.cos(r) - v[1] * np.sin(r), v[0] * np.sin(r) + v[1] * np.cos(r)])
     third = lambda a, b: b + np.array([-(a - b)[1], (a - b)[0]])
-    src = [np.asarray(center, float), np.asarray(center, float) + v]; src.append(third(*src))
-    dst = [np.array([W / 2, H / 2]), np.array([W / 2, H / 2 - W / 2])]; dst.append(third(*dst))
+    src = [np.asarray(center, float), np.asarray(center, float) + v]
+    src.append(third(*src))
+    dst = [np.array([W / 2, H / 2]), np.array([W / 2, H / 2 - W / 2])]
+    dst.append(third(*dst))
     return np.linalg.solve(np.hstack([np.array(src), np.ones((3, 1))]), np.array(dst)).T
 
 @pytest.mark.parametrize('c,s,r', [([100, 50], [1, 1], 0), ([321.5, 80], [1.7, 2.2], 30), ([5, 700], [0.3, 0.4], -47), ([0, 0], [2, 1], 180)])
@@ -177,12 +198,19 @@ def test_crop_person_rgb_dot():
 @pytest.fixture
 def scene(tmp_path):
     "An 80×60 scene with a red dot at the right wrist (35, 22) and a label map, in MPII format."
-    (tmp_path/'annot').mkdir(); (tmp_path/'images').mkdir(); (tmp_path/'masks').mkdir()
-    img = np.full((60, 80, 3), 90, np.uint8); img[21:24, 34:37] = (255, 0, 0)
+    (tmp_path/'annot').mkdir()
+    (tmp_path/'images').mkdir()
+    (tmp_path/'masks').mkdir()
+    img = np.full((60, 80, 3), 90, np.uint8)
+    img[21:24, 34:37] = (255, 0, 0)
     Image.fromarray(img).save(tmp_path/'images'/'s.png')
-    lab = np.zeros((60, 80), np.uint8); lab[10:50, 30:50] = 1; lab[10:20, 35:45] = 2
+    lab = np.zeros((60, 80), np.uint8)
+    lab[10:50, 30:50] = 1
+    lab[10:20, 35:45] = 2
     Image.fromarray(lab).save(tmp_path/'masks'/'s.png')
-    js = np.tile([[41., 31.]], (16, 1)); js[MPII.index('r_wrist')] = [36, 23]; js[MPII.index('l_wrist')] = [46, 23]
+    js = np.tile([[41., 31.]], (16, 1))
+    js[MPII.index('r_wrist')] = [36, 23]
+    js[MPII.index('l_wrist')] = [46, 23]
     rec = {'image': 's.png', 'center': [41, 26], 'scale': 0.25, 'joints': js.tolist(), 'joints_vis': [1] * 16, 'mask': 's.png'}
     (tmp_path/'annot'/'train.json').write_text(json.dumps([rec]))
     return load_mpii(tmp_path)
@@ -199,7 +227,8 @@ def test_flip_consistency(scene):
     np.testing.assert_array_equal(fl['mask'].numpy(), plain['mask'].numpy()[:, ::-1])
     j = plain['joints'].numpy()
     np.testing.assert_array_equal(flip_joints(flip_joints(j, 48, MPII), 48, MPII), j)  # flip twice = identity
-    F = crop_matrix([41, 26], [0.25, 0.25], 0, True, (64, 48)); F2 = np.r_[[[-1, 0, 47], [0, 1, 0]]] @ np.r_[F, [[0, 0, 1]]]
+    F = crop_matrix([41, 26], [0.25, 0.25], 0, True, (64, 48))
+    F2 = np.r_[[[-1, 0, 47], [0, 1, 0]]] @ np.r_[F, [[0, 0, 1]]]
     np.testing.assert_allclose(F2, affine_transform([41, 26], [0.25, 0.25], 0, (64, 48)), atol=1e-12)
 
 def test_dataset_dot_mask_and_visibility(scene):
@@ -207,7 +236,8 @@ def test_dataset_dot_mask_and_visibility(scene):
     np.testing.assert_allclose(red_peak(it['image'].numpy()), it['joints'][MPII.index('r_wrist')], atol=0.51)
     assert set(it['mask'].unique().tolist()) == {0, 1, 2} and it['mask'].dtype == torch.uint8
     # nearest-neighbour: the label at a transformed interior point is the source label there
-    M = affine_transform(scene[0].center, scene[0].scale, 0, (64, 48)); x, y = transform_points([[40, 30]], M)[0].round().astype(int)
+    M = affine_transform(scene[0].center, scene[0].scale, 0, (64, 48))
+    x, y = transform_points([[40, 30]], M)[0].round().astype(int)
     assert it['mask'][y, x] == 1
     # joints outside the crop lose `visible`
     far = Person(scene[0].image, scene[0].joints, scene[0].visible, [75, 5], [0.05, 0.05], MPII, 'far')
@@ -218,11 +248,14 @@ def test_augmentation_reproducible_and_consistent(scene):
     ds = PoseDataset(scene * 12, (64, 48), augment=True, seed=3)
     a, b = ds[5], PoseDataset(scene * 12, (64, 48), augment=True, seed=3)[5]
     for k in ('image', 'joints', 'visible', 'mask', 'scale'): assert torch.equal(a[k], b[k])
-    ds.set_epoch(1); assert not torch.equal(ds[5]['joints'], a['joints'])
+    ds.set_epoch(1)
+    assert not torch.equal(ds[5]['joints'], a['joints'])
     ds.set_epoch(0)
-    rots = [ds.augmentation(i)[1] for i in range(12)]; assert any(r != 0 for r in rots) and max(map(abs, rots)) <= 30
+    rots = [ds.augmentation(i)[1] for i in range(12)]
+    assert any(r != 0 for r in rots) and max(map(abs, rots)) <= 30
     for i in range(12):
-        it = ds[i]; j = MPII.index('l_wrist' if ds.augmentation(i)[2] else 'r_wrist')
+        it = ds[i]
+        j = MPII.index('l_wrist' if ds.augmentation(i)[2] else 'r_wrist')
         np.testing.assert_allclose(red_peak(it['image'].numpy()), it['joints'][j], atol=1.5)
     assert all(PoseDataset(scene, augment=False).augmentation(0) == (1., 0., False) for _ in range(2))
 
@@ -237,7 +270,8 @@ def test_missing_root_and_annotation(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"Human-Art root"): load_humanart(tmp_path/'nowhere')
 
 def test_missing_image(tmp_path):
-    (tmp_path/'annot').mkdir(); (tmp_path/'images').mkdir()
+    (tmp_path/'annot').mkdir()
+    (tmp_path/'images').mkdir()
     rec = {'image': 'gone.jpg', 'center': [10, 10], 'scale': 1, 'joints': [[1, 1]] * 16, 'joints_vis': [1] * 16}
     (tmp_path/'annot'/'train.json').write_text(json.dumps([rec]))
     with pytest.raises(FileNotFoundError, match=r"1 of 1 image files are missing, e\.g\. .*images/gone\.jpg\. Expected layout"):
@@ -257,16 +291,22 @@ def test_missing_image(tmp_path):
      r"person 0: 'scale' is not numeric"),
 ])
 def test_malformed_mpii(tmp_path, content, msg):
-    (tmp_path/'annot').mkdir(); (tmp_path/'images').mkdir(); Image.new('RGB', (8, 8)).save(tmp_path/'images'/'a.jpg')
+    (tmp_path/'annot').mkdir()
+    (tmp_path/'images').mkdir()
+    Image.new('RGB', (8, 8)).save(tmp_path/'images'/'a.jpg')
     (tmp_path/'annot'/'train.json').write_text(content)
     with pytest.raises(DatasetError, match=msg): load_mpii(tmp_path)
 
 def test_malformed_coco(tmp_path):
-    (tmp_path/'annotations').mkdir(); (tmp_path/'images').mkdir(); Image.new('RGB', (80, 60)).save(tmp_path/'images'/'b.jpg')
+    (tmp_path/'annotations').mkdir()
+    (tmp_path/'images').mkdir()
+    Image.new('RGB', (80, 60)).save(tmp_path/'images'/'b.jpg')
     im = {'id': 1, 'file_name': 'b.jpg', 'width': 80, 'height': 60}
     ann = {'id': 7, 'image_id': 1, 'keypoints': [10, 20, 2] * 17, 'bbox': [5, 5, 40, 50], 'num_keypoints': 17, 'iscrowd': 0, 'area': 9.}
     f = tmp_path/'annotations'/'person_keypoints_train.json'
-    def load(d): f.write_text(json.dumps(d)); return load_coco(tmp_path, 'train')
+    def load(d):
+        f.write_text(json.dumps(d))
+        return load_coco(tmp_path, 'train')
     assert [p.id for p in load({'images': [im], 'annotations': [ann]})] == ['7']
     with pytest.raises(DatasetError, match=r"annotation 0 \(id 7\): 'keypoints' has shape \(48,\), expected \(51,\)"):
         load({'images': [im], 'annotations': [{**ann, 'keypoints': [1] * 48}]})
@@ -279,5 +319,6 @@ def test_person_is_read_only_and_clean_bbox():
     p = Person('a.jpg', np.zeros((16, 2)), np.ones(16), [1, 2], [1, 1], MPII, 'a')
     with pytest.raises(ValueError, match='read-only'): p.joints[0, 0] = 3
     assert clean_bbox([-10, 5, 30, 400], 100, 200).tolist() == [0, 5, 29, 194]
-    c, s = box_center_scale([0, 0, 30, 40], aspect=0.75); np.testing.assert_allclose(s, [30 / 200 * 1.25, 40 / 200 * 1.25])
+    c, s = box_center_scale([0, 0, 30, 40], aspect=0.75)
+    np.testing.assert_allclose(s, [30 / 200 * 1.25, 40 / 200 * 1.25])
     with pytest.raises(TypeError, match=r"Unknown augmentation option\(s\) \['flip'\]"): PoseDataset([p], flip=0.5)

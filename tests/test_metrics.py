@@ -47,7 +47,8 @@ def test_boundary_scales_with_each_persons_head():
 
 def test_invisible_joints_excluded_from_counts_and_rates():
     pred, gt, vis, hb = two_persons()
-    pred[1, L_WRI] += 100; vis[1, L_WRI] = 0  # wildly wrong but not annotated
+    pred[1, L_WRI] += 100
+    vis[1, L_WRI] = 0  # wildly wrong but not annotated
     pred[1, R_WRI] += 100                     # wrong and annotated
     rates, counts = pckh(pred, gt, vis, hb)
     assert counts[L_WRI] == 1 and rates[L_WRI] == 100.
@@ -67,7 +68,8 @@ def test_group_is_mean_of_two_rates_not_pooled():
 
 def test_group_with_one_side_never_visible_uses_the_other():
     pred, gt, vis, hb = two_persons()
-    vis[:, L_WRI] = 0; pred[1, R_WRI] += 50
+    vis[:, L_WRI] = 0
+    pred[1, R_WRI] += 50
     rates, counts = pckh(pred, gt, vis, hb)
     assert math.isnan(rates[L_WRI]) and counts[L_WRI] == 0
     res = pckh_groups(pred, gt, vis, hb)
@@ -88,7 +90,8 @@ def test_pelvis_and_thorax_excluded_from_mean_even_when_wrong_neck_and_head_coun
 
 def test_mean_is_weighted_by_visible_counts_not_a_plain_average():
     pred, gt, vis, hb = two_persons()
-    vis[1] = 0; vis[1, R_SHO] = 1          # person 1: only r_shoulder, and it is wrong
+    vis[1] = 0
+    vis[1, R_SHO] = 1  # person 1: only r_shoulder, and it is wrong
     pred[1, R_SHO] += 50
     res = pckh_groups(pred, gt, vis, hb)
     assert res['Mean'] == pytest.approx(100 * 14 / 15)  # 14 correct of 15 counted instances
@@ -98,7 +101,8 @@ def test_mean_is_weighted_by_visible_counts_not_a_plain_average():
 
 def test_mean01_true_0_1_versus_hrnet_0_11():
     pred, gt, vis, hb = two_persons()
-    pred[0] += [0.105 * 30, 0]; pred[1] += [0.105 * 6, 0]
+    pred[0] += [0.105 * 30, 0]
+    pred[1] += [0.105 * 6, 0]
     assert pckh_groups(pred, gt, vis, hb)['Mean@0.1'] == 0.
     assert pckh_groups(pred, gt, vis, hb, mean01_thr=HRNET_MEAN01_THR)['Mean@0.1'] == 100.
     assert HRNET_MEAN01_THR == np.arange(0, 0.51, 0.01)[11] == 0.11
@@ -133,7 +137,9 @@ def loop_reference(preds, jnt_missing, pos_gt_src, headboxes_src, mean01_index=1
     pck = {t: 100 * h / count for t, h in hits.items()}
     p = pck[0.5]
     side = lambda a, b: 0.5 * (p[a] + p[b])
-    w = count.copy(); w[6:8] = 0; w /= w.sum()
+    w = count.copy()
+    w[6:8] = 0
+    w /= w.sum()
     return {'Head': p[9], 'Shoulder': side(13, 12), 'Elbow': side(14, 11), 'Wrist': side(15, 10), 'Hip': side(3, 2),
             'Knee': side(4, 1), 'Ankle': side(5, 0), 'Mean': np.sum(p * w), 'Mean@0.1': np.sum(pck[thrs[mean01_index]] * w)}
 
@@ -142,12 +148,14 @@ def random_mat(seed, n=60):
     "A random gt in gt_valid.mat layout (1-based) and 1-based predictions with errors around the thresholds."
     rng = np.random.default_rng(seed)
     gt = rng.uniform(1, 500, (n, 16, 2))
-    lo = rng.uniform(1, 400, (n, 2)); hb = np.stack([lo, lo + rng.uniform(8, 80, (n, 2))], 1)
+    lo = rng.uniform(1, 400, (n, 2))
+    hb = np.stack([lo, lo + rng.uniform(8, 80, (n, 2))], 1)
     hs = 0.6 * np.linalg.norm(hb[:, 1] - hb[:, 0], axis=-1)
     ang = rng.uniform(0, 2 * np.pi, (n, 16))
     r = rng.choice([0.02, 0.09, 0.105, 0.3, 0.49, 0.51, 0.9], (n, 16)) * hs[:, None]
     preds = gt + np.stack([np.cos(ang), np.sin(ang)], -1) * r[..., None]
-    missing = (rng.uniform(size=(n, 16)) < 0.25).astype(float); missing[:2] = 0  # every joint visible at least twice
+    missing = (rng.uniform(size=(n, 16)) < 0.25).astype(float)
+    missing[:2] = 0  # every joint visible at least twice
     return preds, dict(jnt_missing=missing.T, pos_gt_src=gt.transpose(1, 2, 0), headboxes_src=hb.transpose(1, 2, 0))
 
 

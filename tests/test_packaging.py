@@ -29,7 +29,7 @@ def test_installed_wheel_runs_without_checkout(wheel, tmp_path):
     cli = 'import sys; from dphpe.cli import main; sys.exit(main(sys.argv[1:]))'
     env = {**os.environ, 'PYTHONPATH': str(site)}  # the wheel's copy comes first; the cwd is not the checkout
     env.pop('DPHPE_EXPERIMENT_NOTEBOOK', None)
-    where = subprocess.run([sys.executable, '-c', 'from dphpe.sweep import experiment_notebook; print(experiment_notebook())'],
+    where = subprocess.run([sys.executable, '-c', 'from dphpe.runner import experiment_notebook; print(experiment_notebook())'],
                            cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout.strip()
     assert Path(where) == site/'dphpe'/'experiment.ipynb'
     run = subprocess.run([sys.executable, '-c', cli, 'run', '-p', 'preset', 'tiny', '-p', 'method', 'dpsgd', '-p', 'epsilon', '0.8',

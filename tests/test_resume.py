@@ -28,7 +28,8 @@ def test_kill_and_resume_equals_uninterrupted(env, tmp_path):
     p = subprocess.Popen(pretrain_cmd(killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while not list(killed.glob('*.partial')) and p.poll() is None and time.time() < deadline: time.sleep(0.05)
-    p.send_signal(signal.SIGKILL); p.wait()
+    p.send_signal(signal.SIGKILL)
+    p.wait()
     partial = list(killed.glob('*.partial'))
     assert partial, 'the run ended before writing its first checkpoint'
     done = torch.load(partial[0], weights_only=False)['epoch']

@@ -47,6 +47,7 @@ def test_submitted_then_followed(tmp_path):
         assert '0 to run (on slurm, 1 still queued)' in again.stdout or '1 done' in again.stdout, again.stdout
     t0 = time.time()
     while 'done:' not in status and time.time() - t0 < 900:
-        time.sleep(5); status = dphpe('sweep', '--preset', 'tiny', '--runs', str(runs), *one, '--status').stdout
+        time.sleep(5)
+        status = dphpe('sweep', '--preset', 'tiny', '--runs', str(runs), *one, '--status').stdout
     assert 'done:    1' in status, status
     assert json.loads((runs/'mpii-maskdp-finetune-C0.01-eps0.8-s0'/'metrics.json').read_text())['privacy']['epsilon_rdp'] <= 0.8

@@ -28,7 +28,8 @@ def killed_and_rerun(tmp_path_factory):
     t0 = time.time()
     while not finished(runs) and p.poll() is None and time.time() - t0 < 300: time.sleep(.2)
     time.sleep(1.5)  # let the next run get under way, so that the kill interrupts it
-    os.killpg(p.pid, signal.SIGKILL); p.wait()
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
     before = finished(runs)
     again = subprocess.run(sweep_cmd(runs, '--records', str(records_of(runs))), capture_output=True, text=True, timeout=600)
     return runs, before, again
@@ -79,7 +80,8 @@ def test_records_outlive_the_runs_folder(killed_and_rerun, tmp_path):
 
 def test_failed_run_is_retried_once_and_reported(tmp_path):
     runs = tmp_path/'runs'
-    bad = runs/'mpii-dpsgd-finetune-C0.01-eps0.8-s0'; bad.mkdir(parents=True)
+    bad = runs/'mpii-dpsgd-finetune-C0.01-eps0.8-s0'
+    bad.mkdir(parents=True)
     (bad/'checkpoint.pth').write_text('not a checkpoint')  # every attempt of this run fails on it
     r = subprocess.run([*DPHPE, 'sweep', '--preset', 'tiny', '--runs', str(runs), '--where', 'method=dpsgd'], capture_output=True, text=True, timeout=600)
     assert r.returncode == 1

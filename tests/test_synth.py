@@ -65,7 +65,8 @@ def test_cache_hit_and_invalidation(tmp_path, monkeypatch):
 
 def test_interrupted_run_is_regenerated(tmp_path):
     r = make_synth('tiny', root=tmp_path/'x', workers=0, progress=False, **SMALL)
-    (r/'manifest.json').unlink(); (r/'mpii'/'annot'/'train.json').unlink()  # as if killed before the end
+    (r/'manifest.json').unlink()
+    (r/'mpii'/'annot'/'train.json').unlink()  # as if killed before the end
     with pytest.raises(FileNotFoundError, match='no complete synthetic dataset'): synth_summary(r)
     make_synth('tiny', root=r, workers=0, progress=False, **SMALL)
     assert synth_summary(r)['counts']['mpii/train'] == 10
@@ -91,8 +92,10 @@ def test_coco_and_humanart_load_with_pycocotools(tiny):
     from pycocotools.coco import COCO as CocoApi
     for f, n in (('coco/annotations/person_keypoints_train.json', 48), ('coco/annotations/person_keypoints_val.json', 16),
                  ('humanart/HumanArt/annotations/training_humanart.json', 32), ('humanart/HumanArt/annotations/validation_humanart.json', 16)):
-        api = CocoApi(str(tiny/f)); assert len(api.getAnnIds()) == n and len(api.getImgIds()) == n
-        cat = api.loadCats(1)[0]; assert cat['name'] == 'person' and len(cat['keypoints']) == 17
+        api = CocoApi(str(tiny/f))
+        assert len(api.getAnnIds()) == n and len(api.getImgIds()) == n
+        cat = api.loadCats(1)[0]
+        assert cat['name'] == 'person' and len(cat['keypoints']) == 17
         for a in api.loadAnns(api.getAnnIds()[:5]):
             k = np.array(a['keypoints']).reshape(17, 3)
             assert a['iscrowd'] == 0 and a['category_id'] == 1 and a['num_keypoints'] == int((k[:, 2] > 0).sum())
@@ -112,7 +115,8 @@ def test_mpii_json_layout(tiny):
 
 
 def test_gt_valid_mat(tiny):
-    g = loadmat(str(tiny/'mpii'/'annot'/'gt_valid.mat')); ents = json.loads((tiny/'mpii'/'annot'/'valid.json').read_text())
+    g = loadmat(str(tiny/'mpii'/'annot'/'gt_valid.mat'))
+    ents = json.loads((tiny/'mpii'/'annot'/'valid.json').read_text())
     n = len(ents)
     assert g['jnt_missing'].shape == (16, n) and g['pos_gt_src'].shape == (16, 2, n) and g['headboxes_src'].shape == (2, 2, n)
     assert np.where(g['dataset_joints'] == 'head')[1][0] == 9 and np.where(g['dataset_joints'] == 'rank')[1][0] == 0
@@ -129,10 +133,12 @@ def test_gt_valid_mat(tiny):
 def test_label_maps(tiny):
     seen, with_identity, masks = set(), 0, sorted((tiny/'mpii'/'masks').glob('*.png'))
     for f in masks:
-        m = np.asarray(Image.open(f)); im = Image.open(tiny/'mpii'/'images'/f.with_suffix('.jpg').name)
+        m = np.asarray(Image.open(f))
+        im = Image.open(tiny/'mpii'/'images'/f.with_suffix('.jpg').name)
         assert m.dtype == np.uint8 and m.shape == (im.height, im.width) and set(np.unique(m)) <= set(MASK_LABELS.values())
         assert (m == MASK_LABELS['body']).any()  # every image shows its person
-        with_identity += (m == MASK_LABELS['identity']).any(); seen |= set(np.unique(m).tolist())
+        with_identity += (m == MASK_LABELS['identity']).any()
+        seen |= set(np.unique(m).tolist())
     assert seen == {0, 1, 2, 3} and with_identity >= .9 * len(masks)  # a head can hide (bending, seen from behind)
 
 
@@ -140,8 +146,10 @@ def test_label_maps(tiny):
 
 def test_one_based_mpii_zero_based_coco():
     sc = render_sample('mpii', 'valid', 5, img_size=(128, 128))
-    e = mpii_entry(sc, 'x.jpg'); _, ann = coco_entry(sc, 1, 'x.jpg', 'x.png')
-    vis = np.array(e['joints_vis']) > 0; kp = np.array(ann['keypoints']).reshape(17, 3)
+    e = mpii_entry(sc, 'x.jpg')
+    _, ann = coco_entry(sc, 1, 'x.jpg', 'x.png')
+    vis = np.array(e['joints_vis']) > 0
+    kp = np.array(ann['keypoints']).reshape(17, 3)
     j0 = np.array([sc['joints'][n] for n in MPII.joints])
     np.testing.assert_allclose(np.array(e['joints'])[vis], j0[vis] + 1, atol=.006)
     np.testing.assert_allclose(np.array(e['headbox']), sc['headbox'] + 1, atol=.006)
@@ -166,11 +174,15 @@ def test_missing_joints_marked_as_mpii(tiny):
     ents = json.loads((tiny/'mpii'/'annot'/'train.json').read_text())
     n_missing = 0
     for i, e in enumerate(ents):
-        sc = render_sample('mpii', 'train', i, img_size=(128, 128)); H, W = sc['size']
+        sc = render_sample('mpii', 'train', i, img_size=(128, 128))
+        H, W = sc['size']
         for k, name in enumerate(MPII.joints):
-            x, y = sc['joints'][name]; inside = 0 <= x <= W - 1 and 0 <= y <= H - 1
+            x, y = sc['joints'][name]
+            inside = 0 <= x <= W - 1 and 0 <= y <= H - 1
             assert e['joints_vis'][k] == int(inside)
-            if not inside: assert e['joints'][k] == [-1.0, -1.0]; n_missing += 1
+            if not inside:
+                assert e['joints'][k] == [-1.0, -1.0]
+                n_missing += 1
     assert n_missing > 0, 'the tiny preset should contain truncated persons'
 
 

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 import numpy as np, pandas as pd
 from ..model import STRATEGIES
 from .collect import data_label, source_kind
-from .tables import METHOD_ORDER, sort_rows, present, fmt_key, fmt_pm, format_table, markdown_table
+from .tables import METHOD_ORDER, METHOD_NAMES, sort_rows, present, fmt_key, fmt_pm, format_table, markdown_table
 from .paper import paper_rows, summary_grid, summary_baselines
 
 # %% auto #0
-__all__ = ['ORDERING_METRIC', 'PAIRS', 'verdict', 'Claim', 'mean_lookup', 'paper_lookup', 'claim_rows', 'claims', 'dp_claims',
-           'baseline_claims', 'claim_checks', 'seed_lookups', 'seed_checks', 'seeds_held', 'ordering_columns',
-           'orderings', 'blocks_held', 'ordering_overview', 'claim_gaps', 'at_a_glance', 'summary_markdown']
+__all__ = ['ORDERING_METRIC', 'PAIRS', 'GAP_PAIRS', 'GAP_COLUMNS', 'verdict', 'Claim', 'mean_lookup', 'paper_lookup',
+           'claim_rows', 'claims', 'dp_claims', 'baseline_claims', 'claim_checks', 'seed_lookups', 'seed_checks',
+           'seeds_held', 'ordering_columns', 'orderings', 'blocks_held', 'ordering_overview', 'claim_gaps', 'pair_gaps',
+           'gaps_markdown', 'at_a_glance', 'summary_markdown']
 
 # %% ../../nbs/12e_claims.ipynb #d849e2f6
 def _diffs(x, y)->list:
@@ -207,6 +208,35 @@ def claim_gaps(df:pd.DataFrame, # rows of `collect_runs`
         rows.append((kind, fmt_pm(np.mean(per_seed) if per_seed else np.nan, np.std(per_seed, ddof=1) if len(per_seed) > 1 else np.nan),
                      len(per_seed), fmt_pm(np.mean(g['paper']) if g['paper'] else np.nan, np.nan)))
     return pd.DataFrame(rows, columns=['claim', 'mean gap, ours', 'seeds', 'mean gap, paper'])
+
+# %% ../../nbs/12e_claims.ipynb #84cd18ca
+GAP_PAIRS = (*PAIRS, ('maskdp', 'dpsgd')) # the paper's method pairs, then MaskDP (not in the paper) against DP-SGD
+GAP_COLUMNS = ['better', 'worse', 'strategy', 'C', 'epsilon', 'gap', 'gap std', 'n', 'seeds_ahead', 'paper_gap']
+
+def pair_gaps(df:pd.DataFrame, # rows of `collect_runs`
+              dataset:str='mpii', # 'mpii' or 'humanart'
+             )->pd.DataFrame:
+    "Per pair of `GAP_PAIRS` and (strategy, C, ε) both ran: the gap x − y paired by seed (mean, std, n, seeds with x ≥ y) and the paper's."
+    if (split := claim_rows(df, dataset)) is None: return pd.DataFrame(columns=GAP_COLUMNS)
+    keys, paper = ['strategy', 'C', 'epsilon'], paper_lookup(dataset)
+    per_seed = split[0].pivot_table(index=[*keys, 'seed'], columns='method', values=ORDERING_METRIC[dataset][0], aggfunc='mean')
+    tables = []
+    for better, worse in GAP_PAIRS:
+        if not {better, worse} <= set(per_seed.columns): continue
+        rows = [(better, worse, s, C, e, g.mean(), g.std(ddof=1), len(g), int((g >= 0).sum()), paper(better, s, C, e) - paper(worse, s, C, e))
+                for (s, C, e), g in (per_seed[better] - per_seed[worse]).dropna().groupby(level=keys)]
+        tables.append(sort_rows(pd.DataFrame(rows, columns=GAP_COLUMNS), keys))
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=GAP_COLUMNS)
+
+# %% ../../nbs/12e_claims.ipynb #7e4755f2
+def gaps_markdown(t:pd.DataFrame, # from `pair_gaps`
+                 )->str:
+    "`pair_gaps` as Markdown: 'x − y' in the paper's names, gaps signed (mean ± std over seeds), 'k of n' seeds with x ≥ y."
+    cells = pd.DataFrame({'pair': [f'{METHOD_NAMES[b]} − {METHOD_NAMES[w]}' for b, w in zip(t.better, t.worse)], 'strategy': t.strategy,
+                          'C': t.C.map(fmt_key), 'ε': t.epsilon.map(fmt_key), 'gap (ours)': [fmt_pm(g, s, sign=True) for g, s in zip(t.gap, t['gap std'])],
+                          'seeds with x ≥ y': [f'{k} of {n}' for k, n in zip(t.seeds_ahead, t.n)],
+                          'gap (paper)': [fmt_pm(g, np.nan, sign=True) for g in t.paper_gap]})
+    return markdown_table(cells)
 
 # %% ../../nbs/12e_claims.ipynb #6e5e227f
 def at_a_glance(df:pd.DataFrame, # rows of `collect_runs`

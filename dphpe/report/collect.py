@@ -7,12 +7,13 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 import numpy as np, pandas as pd
-from ..presets import AUTHORS_CODE
+from ..presets import AUTHORS_CODE, STUDY_PRESETS
 from ..experiment import RunRecord, read_metrics, _value
 
 # %% auto #0
-__all__ = ['PRIVACY', 'FACTS', 'AUTHORS_KEYS', 'NO_RESULT', 'complete_run', 'switch_of', 'peak_score', 'run_row', 'listed',
-           'latest_runs', 'collect_runs', 'data_label', 'source_kind']
+__all__ = ['PRIVACY', 'FACTS', 'AUTHORS_KEYS', 'NO_RESULT', 'PAIR_KEYS', 'SETTINGS', 'complete_run', 'switch_of', 'peak_score',
+           'run_row', 'listed', 'latest_runs', 'collect_runs', 'data_label', 'source_kind', 'preset_settings',
+           'default_runs', 'with_defaults']
 
 # %% ../../nbs/12b_collect.ipynb #d3c4a5ce
 def complete_run(path:Path, # a run's metrics.json
@@ -87,3 +88,33 @@ def data_label(df:pd.DataFrame)->str:
 def source_kind(df:pd.DataFrame)->str:
     "'synthetic', 'real data' or 'mixed': the data source in a column name."
     return 'synthetic' if df.synthetic.all() else 'real data' if not df.synthetic.any() else 'mixed'
+
+# %% ../../nbs/12b_collect.ipynb #ca094459
+PAIR_KEYS = ['dataset', 'method', 'features', 'strategy', 'C', 'epsilon', 'seed']  # what a run shares with its default run
+SETTINGS = ('data', 'train', 'm', 'k', 'private_limit')  # what the presets of a run and of its default share
+
+def preset_settings(preset:str)->str:
+    "The settings (`SETTINGS`) a preset fixes for its runs, as text: runs of presets with the same text are comparable."
+    pre = STUDY_PRESETS.get(preset)
+    return repr(tuple(getattr(pre, f) for f in SETTINGS)) if pre else str(preset)
+
+def default_runs(folders:list, # folders of run records, the first one first
+                )->pd.DataFrame:
+    "The default runs under `folders` scored on the validation split, keyed by `PAIR_KEYS` and their preset's settings: Mean, name and curve."
+    frames = [collect_runs(f) for f in folders]
+    df = (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()).reindex(columns=[*PAIR_KEYS, 'preset', 'score_on', 'switch', 'Mean', 'name', 'horizon_curve'])
+    d = df[(df.switch == 'default') & (df.score_on.fillna('valid') == 'valid')].assign(settings=lambda d: d.preset.map(preset_settings))
+    return d.drop_duplicates([*PAIR_KEYS, 'settings'])[[*PAIR_KEYS, 'settings', 'Mean', 'name', 'horizon_curve']].rename(
+        columns={'Mean': 'default_Mean', 'name': 'default_name', 'horizon_curve': 'default_horizon_curve'})
+
+def with_defaults(runs:Path, # records of switched runs, e.g. figures/hypotheses/records
+                  defaults:list, # folders holding their default runs, e.g. [figures/ablation/records]
+                 )->pd.DataFrame:
+    "`collect_runs` of `runs`, each run beside its default run of `defaults` (`default_runs`) and `delta` = Mean − default_Mean; NaN where it has none."
+    df = collect_runs(runs)
+    if df.empty: raise ValueError(f"no complete runs under {runs}")
+    mine, base = df.assign(settings=df.preset.map(preset_settings)), default_runs(defaults)
+    p = mine.merge(base.astype({k: mine[k].dtype for k in PAIR_KEYS}), on=[*PAIR_KEYS, 'settings'], how='left')
+    other = p.get('score_on', pd.Series('valid', index=p.index)).fillna('valid') != 'valid'  # scored on other persons than the default
+    p.loc[other, ['default_Mean', 'default_name', 'default_horizon_curve']] = np.nan
+    return p.drop(columns='settings').assign(delta=lambda t: t.Mean - t.default_Mean)

@@ -85,10 +85,13 @@ def results_table(df:pd.DataFrame, # rows of `collect_runs`
     return sort_rows(t.drop(columns=[f'{c} std' for c in spent.values()]), keys)
 
 # %% ../../nbs/12c_tables.ipynb #8100fc06
-def fmt_pm(mean:float, std:float, nd:int=2)->str:
+def fmt_pm(mean:float, std:float, nd:int=2,
+           sign:bool=False, # write the mean's sign, as for a difference: '+2.03 ± 0.72'
+          )->str:
     "`mean ± std` with `nd` decimals; the mean alone when std is NaN (one seed); '–' when there is no mean."
     if pd.isna(mean): return '–'
-    return f'{mean:.{nd}f}' if pd.isna(std) else f'{mean:.{nd}f} ± {std:.{nd}f}'
+    m = f'{mean:{"+" if sign else ""}.{nd}f}'
+    return m if pd.isna(std) else f'{m} ± {std:.{nd}f}'
 
 def fmt_key(v)->str:
     "A row-key value as text: numbers as printed in the paper (0.01, 0.2, 1), the rest as is."

@@ -10,12 +10,14 @@ from ..presets import STUDY_PRESETS
 from ..sweep import grid, is_records
 from .collect import collect_runs, data_label
 from .paper import write_tables
-from .claims import summary_markdown
+from .tables import DATASET_NAMES, write_table
+from .claims import ORDERING_METRIC, summary_markdown, pair_gaps, gaps_markdown
 from .figures import FIGURES, save_figure
 from .ablation import write_ablations
 
 # %% auto #0
-__all__ = ['source_groups', 'write_source', 'grid_coverage', 'preregistration', 'provenance', 'report_readme', 'write_report']
+__all__ = ['source_groups', 'write_gaps', 'write_source', 'grid_coverage', 'preregistration', 'provenance', 'report_readme',
+           'write_report']
 
 # %% ../../nbs/12h_write.ipynb #8a612df7
 def source_groups(df:pd.DataFrame)->dict:
@@ -23,10 +25,22 @@ def source_groups(df:pd.DataFrame)->dict:
     return {f"{p}-{'synthetic' if s else 'real'}": d for (p, s), d in df.groupby(['preset', 'synthetic'], sort=True)}
 
 # %% ../../nbs/12h_write.ipynb #ca955331
+def write_gaps(df:pd.DataFrame, # runs of one data source
+               out:Path, # folder
+              )->list:
+    "`gaps.csv` / `.md` (MPII) and `gaps_humanart.*`: the method pairs' gaps per setting, paired by seed, beside the paper's (`pair_gaps`)."
+    paths = []
+    for dataset, stem in (('mpii', 'gaps'), ('humanart', 'gaps_humanart')):
+        if len(t := pair_gaps(df, dataset)):
+            caption = (f"Gaps between methods ({DATASET_NAMES[dataset]}, points of {ORDERING_METRIC[dataset][2]}): x − y paired by seed, mean ± std over "
+                       f"seeds, the seeds where x ≥ y, and the paper's gap at the same setting ({ORDERING_METRIC[dataset][3]}) — {data_label(df)}.")
+            paths += write_table(t, caption, stem, out, gaps_markdown)
+    return paths
+
 def write_source(df:pd.DataFrame, # runs of one data source
                  out:Path, # folder, created
                 )->list:
-    "Tables, figures and `summary.md` of one data source in `out`; return the paths."
+    "Tables, figures, `summary.md` and the gaps of one data source in `out`; return the paths."
     out.mkdir(parents=True, exist_ok=True)
     df, all_runs = df[df.switch == 'default'], df  # the paper's tables from the study's own settings; the switched runs in the ablations
     paths = write_tables(df, out) if len(df) else []
@@ -34,7 +48,7 @@ def write_source(df:pd.DataFrame, # runs of one data source
         if len(df) and (fig := make(df)) is not None: paths.append(save_figure(fig, out/name))
     if len(df):
         (out/'summary.md').write_text(summary_markdown(df))
-        paths.append(out/'summary.md')
+        paths += [out/'summary.md', *write_gaps(df, out)]
     return paths + write_ablations(all_runs, out)
 
 # %% ../../nbs/12h_write.ipynb #da95f721
