@@ -111,7 +111,7 @@ STUDY_PRESETS = {
     'ablation': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=ablation_grid(), sgd_lr=3e-4, preregistered='a71019e',  # `quick`'s settings; η chosen on DP-SGD (regime notebook)
                             calibration=tuple(Block('mpii', ('dpsgd',), C=(c,), epsilon=(.2, .8), switches=(('optimizer', 'sgd'), ('lr', round(eta / c, 12)), ('horizon', 50)))
                                               for eta in SGD_ETAS for c in (1., .01))),
-    'hypotheses': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=hypotheses_grid(), sgd_lr=3e-4),  # `ablation`'s settings
+    'hypotheses': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=hypotheses_grid(), sgd_lr=3e-4, preregistered='cf700c9'),  # `ablation`'s settings
     'paper-mpii':     StudyPreset('real', PAPER_TRAIN, grid=(MPII_GRID[0], replace(MPII_GRID[1], methods=PAPER_METHODS))),
     'paper-humanart': StudyPreset('real', PAPER_TRAIN, grid=HUMANART_GRID),
 }
