@@ -12,8 +12,9 @@ from .quiet import fastai_quietly
 # %% auto #0
 __all__ = ['NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'check_synth', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study',
            'param_value', 'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'cmd_report', 'study_preset',
-           'dataset_folder', 'train_config', 'cmd_pretrain', 'cmd_baselines', 'cmd_regime', 'cmd_calibrate',
-           'write_regime', 'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench', 'cmd_probe', 'parser', 'main']
+           'dataset_folder', 'train_config', 'cmd_pretrain', 'cmd_baselines', 'checkpoint_summary', 'cmd_checkpoint',
+           'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench',
+           'cmd_probe', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -213,11 +214,11 @@ def train_config(args):
 
 def cmd_pretrain(args):
     "`dphpe pretrain`: build or find the public (COCO) pretrained checkpoint the runs of a study preset start from."
-    import torch
     from dphpe.pretrain import public_pretraining
+    from dphpe.train import read_checkpoint
     cfg, root = train_config(args), dataset_folder(args)  # settings are checked before any data is made
     path = public_pretraining(root, cfg, args.cache, args.force)
-    ck = torch.load(path, weights_only=False)
+    ck = read_checkpoint(path, 'delete it: `dphpe pretrain` trains it again')
     print(f"pretrained checkpoint: {path}\n  {len(ck['history'])} epochs on {ck['persons']:,} COCO-format persons "
           f"in {sum(ck['epoch_seconds'])/60:.1f} min; final {ck['names'][-1]} {ck['history'][-1][-1]:.2f}")
     return 0
@@ -230,6 +231,28 @@ def cmd_baselines(args):
     md, res = table1(root, cfg, runs)
     (runs/'table1.md').write_text(md + '\n')
     print(f"Table 1 layout ({'synthetic data' if not args.data else args.data}; measured):\n{md}\nresults in {runs}")
+    return 0
+
+# %% ../nbs/90_cli.ipynb #f25c9a97
+def checkpoint_summary(ck:dict)->str:
+    "What the checkpoint `ck` holds, one line per part: epochs, the last epoch's metrics, the best epoch, the model, the run."
+    lines = [f"epochs: {ck['epoch']} of {ck['n_epoch']} done" if 'n_epoch' in ck else f"epochs: {len(ck.get('history', []))}"]
+    if ck.get('history'): lines.append('last epoch: ' + ', '.join(f"{n} {v:.4g}" for n, v in zip(ck['names'], ck['history'][-1])))
+    if ck.get('best'): lines.append(f"best epoch kept: {ck['best']['epoch']}")
+    if 'model' in ck: lines.append(f"model: {len(ck['model'])} tensors, {sum(t.numel() for t in ck['model'].values()):,} values")
+    if ck.get('persons'): lines.append(f"trained on {ck['persons']:,} persons")
+    if ck.get('meta'): lines.append('run: ' + ', '.join(f"{k}={v}" for k, v in ck['meta'].items()))
+    return '\n'.join(lines)
+
+def cmd_checkpoint(args):
+    "`dphpe checkpoint`: what a checkpoint holds, read without running code; with `--convert`, a trusted older one rewritten safely first."
+    from dphpe.train import read_checkpoint, convert_checkpoint
+    path = Path(args.path)
+    if not path.is_file(): raise FileNotFoundError(2, 'no such checkpoint file', str(path))
+    if args.convert:
+        held = convert_checkpoint(path)
+        print(f"{path}: rewritten without {', '.join(held)}" if held else f"{path}: safe already, left as it is")
+    print(f"{path}\n" + checkpoint_summary(read_checkpoint(path, 'delete it')))
     return 0
 
 # %% ../nbs/90_cli.ipynb #5f9a838b
@@ -464,6 +487,10 @@ def parser()->argparse.ArgumentParser:
     b.add_argument('--repeats', type=int, default=10, help='timed steps per method (the median is reported)')
     b.add_argument('--precision', choices=('fp32', 'bf16'), default='fp32', help='bf16: forward passes under autocast (for GPUs); norms and sums stay float32')
     b.set_defaults(func=cmd_bench)
+    ck = sub.add_parser('checkpoint', help='what a checkpoint holds, read without running code; --convert rewrites a trusted older one safely')
+    ck.add_argument('path', help="a checkpoint file: a run's checkpoint.pth, a pretrained model")
+    ck.add_argument('--convert', action='store_true', help="first rewrite the numpy values and paths an earlier dphpe wrote (only for a file you trust)")
+    ck.set_defaults(func=cmd_checkpoint)
     for name, func, hlp in (('pretrain', cmd_pretrain, 'public (COCO) pretraining, cached'),
                             ('baselines', cmd_baselines, 'the six non-private baselines of paper Table 1')):
         c = sub.add_parser(name, help=hlp)

@@ -14,7 +14,7 @@ from .data import data_fingerprint, PoseDataset, load_mpii, load_humanart, read_
 from .features import make_splits
 from .metrics import box_pck_groups, coco_keypoint_eval
 from .model import STRATEGIES, HEAD_INITS, trainable_count
-from .train import predict, persons_pckh, fit_pose, ValidationCurve, preload_crops
+from .train import predict, persons_pckh, fit_pose, ValidationCurve, preload_crops, read_checkpoint
 from .pretrain import FEATURES, public_pretraining, initial_model, train_pose
 from .privacy import check_budget, ACCOUNTANTS
 from .presets import STUDY_PRESETS, StudyPreset
@@ -331,7 +331,7 @@ def best_predictions(learn, # a trained pose `Learner` whose checkpoint kept its
                      checkpoint:Path, # the run's checkpoint file
                     )->np.ndarray:
     "(N, J, 2) predictions of `valid` by the best validation epoch's model (the authors' selection); sets `learn.selected_epoch`."
-    best = torch.load(checkpoint, map_location='cpu', weights_only=False)['best']
+    best = read_checkpoint(checkpoint, 'delete the run folder and run it again')['best']
     learn.model.load_state_dict(best['model'])
     learn.selected_epoch = best['epoch']
     return predict(learn.model, valid)

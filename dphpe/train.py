@@ -24,11 +24,11 @@ from .metrics import pckh_groups, pck
 from .model import PoseModel, simcc_targets, simcc_loss, decode
 
 # %% auto #0
-__all__ = ['POSE_BATCH', 'CROP_CACHE_VERSION', 'SCHEDULES', 'pose_batch', 'pose_images', 'pose_dataloaders', 'save_atomic',
-           'crop_cache', 'cache_folder', 'kept', 'prune', 'crops_key', 'preload_crops', 'SimCCLoss', 'image_coords',
-           'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict', 'ValidationCurve',
-           'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'CheckpointError', 'read_checkpoint', 'Checkpoint',
-           'restore', 'fit_pose']
+__all__ = ['POSE_BATCH', 'CROP_CACHE_VERSION', 'SCHEDULES', 'LEGACY_GLOBALS', 'pose_batch', 'pose_images', 'pose_dataloaders',
+           'save_atomic', 'crop_cache', 'cache_folder', 'kept', 'prune', 'crops_key', 'preload_crops', 'SimCCLoss',
+           'image_coords', 'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict',
+           'ValidationCurve', 'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'CheckpointError', 'read_checkpoint',
+           'plain_values', 'convert_checkpoint', 'Checkpoint', 'restore', 'fit_pose']
 
 # %% ../nbs/06_train.ipynb #7e4b6288
 POSE_BATCH = ('image', 'joints', 'visible', 'index', 'mask')
@@ -59,11 +59,15 @@ def pose_dataloaders(train:PoseDataset, # training crops
 
 # %% ../nbs/06_train.ipynb #16c0763c
 def save_atomic(obj, path:Path):
-    "`torch.save` to a temporary file, then rename: the file at `path` is always complete."
+    "`torch.save` to a temporary file, then rename: the file at `path` is always complete, and loads without running code."
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + '.tmp')
     torch.save(obj, tmp)
+    if unsafe := torch.serialization.get_unsafe_globals_in_checkpoint(tmp):
+        tmp.unlink()
+        raise TypeError(f"Not writing {path}: it would hold {', '.join(unsafe)}, which a reader can rebuild only by running code; "
+                        "store tensors, numbers, strings, lists and dicts instead.")
     os.replace(tmp, path)
 
 # %% ../nbs/06_train.ipynb #8e4f82c8
@@ -283,18 +287,62 @@ class SeedEpochs(Callback):
         if hasattr(self.dls.train.dataset, 'set_epoch'): self.dls.train.dataset.set_epoch(self.epoch)
         torch.manual_seed(self.seed * 100_003 + self.epoch)
 
-# %% ../nbs/06_train.ipynb #2b67415e
+# %% ../nbs/06_train.ipynb #e560c10a
+def _legacy_globals()->dict:
+    "The classes an earlier dphpe could leave in a checkpoint (numpy arrays and scalars, paths), by their pickled names."
+    import pathlib
+    core = getattr(np, '_core', None) or np.core
+    dtypes = [type(np.dtype(t)) for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.bool_)]
+    objs = [core.multiarray._reconstruct, core.multiarray.scalar, np.ndarray, np.dtype, *dtypes,
+            pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath, pathlib.PurePosixPath, pathlib.PureWindowsPath]
+    return {f"{o.__module__}.{o.__qualname__}": o for o in objs}
+
+LEGACY_GLOBALS = set(_legacy_globals())
+
+# %% ../nbs/06_train.ipynb #fe2a8829
 class CheckpointError(ValueError):
     "A checkpoint file that cannot be read: the message names the file and what to do."
 
 def read_checkpoint(path:Path, # a file `save_atomic` wrote
                     fix:str='delete it and run again', # what to do about an unreadable file, quoted in the error
                    )->dict:
-    "The checkpoint at `path`, on the CPU; a truncated or corrupted file is a one-line `CheckpointError` naming it and `fix`."
-    try: return torch.load(path, map_location='cpu', weights_only=False)
+    "The checkpoint at `path`, on the CPU, read without running code; an unreadable or unsafe file is a one-line `CheckpointError`."
+    try: return torch.load(path, map_location='cpu', weights_only=True)
     except FileNotFoundError: raise
+    except pickle.UnpicklingError as e:
+        if not (unsafe := torch.serialization.get_unsafe_globals_in_checkpoint(path)): raise CheckpointError(f"{path} is not a readable checkpoint ({e}); {fix}.") from None
+        if set(unsafe) <= LEGACY_GLOBALS: raise CheckpointError(
+            f"{path} holds {', '.join(unsafe)}, which loading could rebuild only by running code (an earlier dphpe wrote such values); "
+            f"if the file is yours or its source is trusted, `dphpe checkpoint {path} --convert` rewrites it in the safe form; otherwise {fix}.") from None
+        raise CheckpointError(f"{path} holds {', '.join(unsafe)}, which no dphpe checkpoint holds and loading would run: "
+                              f"it was not read; do not trust it, {fix}.") from None
     except Exception as e: raise CheckpointError(f"{path} is not a readable checkpoint ({type(e).__name__}: {e}); {fix}.") from None
 
+# %% ../nbs/06_train.ipynb #65a79bd8
+def plain_values(obj):
+    "`obj` with numpy arrays as tensors, numpy scalars as Python numbers and paths as strings, in nested dicts, lists and tuples."
+    import pathlib
+    if isinstance(obj, dict): return type(obj)((k, plain_values(v)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)) and not hasattr(obj, '_fields'): return type(obj)(plain_values(v) for v in obj)
+    if isinstance(obj, np.ndarray): return torch.from_numpy(obj.copy())
+    if isinstance(obj, np.generic): return obj.item()
+    if isinstance(obj, pathlib.PurePath): return str(obj)
+    return obj
+
+def convert_checkpoint(path:Path, # a trusted checkpoint an earlier dphpe wrote
+                      )->list:
+    "Rewrite the checkpoint at `path` in the safe form; return the classes it held (none: it was safe already)."
+    unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    if not set(unsafe) <= LEGACY_GLOBALS:
+        raise CheckpointError(f"{path} holds {', '.join(sorted(set(unsafe) - LEGACY_GLOBALS))}, which no dphpe checkpoint holds: "
+                              "it is not converted (converting would run it); do not trust it.")
+    if unsafe:
+        with torch.serialization.safe_globals(list(_legacy_globals().values())):  # exactly these classes, whatever the file names
+            ck = torch.load(path, map_location='cpu', weights_only=True)
+        save_atomic(plain_values(ck), path)
+    return unsafe
+
+# %% ../nbs/06_train.ipynb #2b67415e
 class Checkpoint(Callback):
     "Save model, optimizer, next epoch, metric history, epoch times and smoothed loss to `fname` after every epoch; with `keep_best`, the best epoch's model too."
     order = 65  # after the Recorder has the epoch's metrics

@@ -32,11 +32,11 @@ def test_kill_and_resume_equals_uninterrupted(env, tmp_path):
     p.wait()
     partial = list(killed.glob('*.partial'))
     assert partial, 'the run ended before writing its first checkpoint'
-    done = torch.load(partial[0], weights_only=False)['epoch']
+    done = torch.load(partial[0], weights_only=True)['epoch']
     assert 1 <= done < EPOCHS, f"killed after {done} of {EPOCHS} epochs: nothing left to resume"
     r = run(pretrain_cmd(killed), env)  # resume
     assert "Resuming from" in r.stdout and f"{done} of {EPOCHS} epochs done" in r.stdout
-    a, b = (torch.load(artefact(d), weights_only=False) for d in (whole, killed))
+    a, b = (torch.load(artefact(d), weights_only=True) for d in (whole, killed))
     assert len(b['history']) == EPOCHS and len(b['epoch_seconds']) == EPOCHS
     assert torch.allclose(torch.tensor(a['history']), torch.tensor(b['history']), rtol=0, atol=1e-6), (a['history'], b['history'])
     for k in a['model']: assert torch.allclose(a['model'][k], b['model'][k], atol=1e-6), k
