@@ -11,7 +11,7 @@ from .tables import METHOD_NAMES, write_table, markdown_table
 
 # %% auto #0
 __all__ = ['MARGIN', 'LEARNS', 'CLOSE', 'VERDICTS', 'PREDICTIONS', 'gaps', 'verdict', 'measured', 'c1_arms', 'h3_choice',
-           'h3_learns', 'h3_extra', 'c1_table', 'write_c1']
+           'h3_learns', 'h3_extra', 'c1_table', 'write_c1', 'block', 'progress']
 
 # %% ../../nbs/12j_hypotheses.ipynb #cdc80142
 MARGIN = 10. # a paper-like margin at C = 1: a gap of at least this many points over DP-SGD
@@ -125,3 +125,22 @@ def write_c1(records:Path, # the hypotheses' records
     caption = (f"The C = 1 hypotheses of issue 39, decided by the rules pre-registered in `plan.md` — {data_label(df)}. Gaps in points of Mean "
                "PCKh@0.5 against DP-SGD in the same seed, at C = 1 (range over seeds).")
     return write_table(c1_table(df, start), caption, 'c1', out, markdown_table)
+
+# %% ../../nbs/12j_hypotheses.ipynb #96b0401b
+def block(p)->str:
+    "The plan's block of a run of the `hypotheses` preset (a dict or a `collect_runs` row): 'defaults', 'H1', 'H2', 'H3a', 'H3b', 'H3c' or 'H5'."
+    if (p.get('head_init') or 'loaded') != 'loaded': return 'H1'
+    if not pd.isna(p.get('public_weight')): return 'H2'
+    if (p.get('score_on') or 'valid') == 'heldout': return 'H3b'
+    if p['optimizer'] == 'sgd': return 'H3a' if p['method'] == 'nonprivate' else 'defaults' if p['method'] == 'dpsgd' else 'H3c'
+    return 'H5' if not np.isclose(float(p['lr']), 1e-3) else 'defaults'
+
+def progress(records:Path, # the hypotheses' records (`figures/hypotheses/records`)
+            )->pd.DataFrame:
+    "Runs of the `hypotheses` preset per block: in its grid at seed 0 and at any seed, and finished under `records`."
+    from dphpe.sweep import grid
+    from dphpe.experiment import run_name
+    done = {f.name for f in Path(records).glob('*/') if (f/'metrics.json').exists()} if Path(records).exists() else set()
+    g = pd.DataFrame([dict(block=block(p), seed=p['seed'], done=run_name(p) in done) for p in grid('hypotheses')])
+    return (g.groupby('block', sort=False).agg(seed0=('seed', lambda s: int((s == 0).sum())), planned=('seed', 'size'), done=('done', 'sum'))
+             .reset_index())
