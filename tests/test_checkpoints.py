@@ -2,7 +2,7 @@
 import io, re, subprocess, sys
 from pathlib import Path
 import pytest, torch
-from dphpe.train import read_checkpoint, CheckpointError, fit_pose
+from dphpe.train import CheckpointError, fit_pose
 from dphpe.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
