@@ -303,20 +303,27 @@ LEGACY_GLOBALS = set(_legacy_globals())
 class CheckpointError(ValueError):
     "A checkpoint file that cannot be read: the message names the file and what to do."
 
+def _unsafe_globals(path:Path)->list:
+    "What loading `path` would have to import beyond tensors and plain values ([] for a safe file, or one torch cannot parse)."
+    try: return torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception: return []
+
 def read_checkpoint(path:Path, # a file `save_atomic` wrote
                     fix:str='delete it and run again', # what to do about an unreadable file, quoted in the error
                    )->dict:
     "The checkpoint at `path`, on the CPU, read without running code; an unreadable or unsafe file is a one-line `CheckpointError`."
     try: return torch.load(path, map_location='cpu', weights_only=True)
     except FileNotFoundError: raise
-    except pickle.UnpicklingError as e:
-        if not (unsafe := torch.serialization.get_unsafe_globals_in_checkpoint(path)): raise CheckpointError(f"{path} is not a readable checkpoint ({e}); {fix}.") from None
+    except Exception as e:
+        unpickling = isinstance(e, pickle.UnpicklingError)  # torch's message for it advises turning the check off: not repeated
+        why = 'not a file torch.save wrote, or a damaged one' if unpickling else f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        if not (unsafe := _unsafe_globals(path) if unpickling else []): raise CheckpointError(f"{path} is not a readable checkpoint ({why}); {fix}.") from None
         if set(unsafe) <= LEGACY_GLOBALS: raise CheckpointError(
             f"{path} holds {', '.join(unsafe)}, which loading could rebuild only by running code (an earlier dphpe wrote such values); "
             f"if the file is yours or its source is trusted, `dphpe checkpoint {path} --convert` rewrites it in the safe form; otherwise {fix}.") from None
         raise CheckpointError(f"{path} holds {', '.join(unsafe)}, which no dphpe checkpoint holds and loading would run: "
                               f"it was not read; do not trust it, {fix}.") from None
-    except Exception as e: raise CheckpointError(f"{path} is not a readable checkpoint ({type(e).__name__}: {e}); {fix}.") from None
+
 
 # %% ../nbs/06_train.ipynb #65a79bd8
 def plain_values(obj):
@@ -332,7 +339,7 @@ def plain_values(obj):
 def convert_checkpoint(path:Path, # a trusted checkpoint an earlier dphpe wrote
                       )->list:
     "Rewrite the checkpoint at `path` in the safe form; return the classes it held (none: it was safe already)."
-    unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    unsafe = _unsafe_globals(path)
     if not set(unsafe) <= LEGACY_GLOBALS:
         raise CheckpointError(f"{path} holds {', '.join(sorted(set(unsafe) - LEGACY_GLOBALS))}, which no dphpe checkpoint holds: "
                               "it is not converted (converting would run it); do not trust it.")
@@ -340,6 +347,7 @@ def convert_checkpoint(path:Path, # a trusted checkpoint an earlier dphpe wrote
         with torch.serialization.safe_globals(list(_legacy_globals().values())):  # exactly these classes, whatever the file names
             ck = torch.load(path, map_location='cpu', weights_only=True)
         save_atomic(plain_values(ck), path)
+    else: read_checkpoint(path, 'it cannot be converted')  # safe already, or no checkpoint at all: one line
     return unsafe
 
 # %% ../nbs/06_train.ipynb #2b67415e
