@@ -6,12 +6,13 @@
 from __future__ import annotations
 from pathlib import Path
 import numpy as np, pandas as pd
+import matplotlib.pyplot as plt, seaborn as sns
 from .collect import collect_runs, data_label
 from .tables import METHOD_NAMES, write_table, markdown_table
 
 # %% auto #0
 __all__ = ['MARGIN', 'LEARNS', 'CLOSE', 'VERDICTS', 'PREDICTIONS', 'gaps', 'verdict', 'measured', 'c1_arms', 'h3_choice',
-           'h3_learns', 'h3_extra', 'c1_table', 'write_c1', 'block', 'progress']
+           'h3_learns', 'h3_extra', 'c1_table', 'write_c1', 'block', 'progress', 'arm', 'c1_curves']
 
 # %% ../../nbs/12j_hypotheses.ipynb #cdc80142
 MARGIN = 10. # a paper-like margin at C = 1: a gap of at least this many points over DP-SGD
@@ -144,3 +145,27 @@ def progress(records:Path, # the hypotheses' records (`figures/hypotheses/record
     g = pd.DataFrame([dict(block=block(p), seed=p['seed'], done=run_name(p) in done) for p in grid('hypotheses')])
     return (g.groupby('block', sort=False).agg(seed0=('seed', lambda s: int((s == 0).sum())), planned=('seed', 'size'), done=('done', 'sum'))
              .reset_index())
+
+# %% ../../nbs/12j_hypotheses.ipynb #76d4d6e3
+def arm(r)->str:
+    "A run's method and the switch that sets it apart, for a legend (e.g. 'Feature-Projective DP, head_init joints')."
+    sw = {'H1': f"head_init {r['head_init']}", 'H2': 'λ = 1', 'H5': f"lr {float(r['lr']):g}", 'H3a': f"SGD lr {float(r['lr']):g}",
+          'H3b': f"SGD lr {float(r['lr']):g}, k {r['k']}", 'H3c': f"SGD lr {float(r['lr']):g}"}.get(block(r), 'SGD' if r['optimizer'] == 'sgd' else '')
+    return METHOD_NAMES.get(r['method'], r['method']) + (f", {sw}" if sw else '')
+
+def c1_curves(df:pd.DataFrame, # rows of `collect_runs` of the hypotheses' records
+             ):
+    "Validation Mean PCKh@0.5 against private step of the C = 1 runs, a panel per block beside DP-SGD's default curves (grey); None without curves."
+    d = df[np.isclose(df.C.astype(float), 1.) & (df.score_on.fillna('valid') == 'valid') & df.horizon_curve.notna()]
+    if d.empty: return None
+    long = pd.DataFrame([dict(block=block(r), arm=arm(r), ε=f"{float(r['epsilon']):g}", step=s, Mean=v) for _, r in d.iterrows() for s, v in r['horizon_curve']])
+    blocks = [b for b in ('defaults', 'H1', 'H2', 'H3c', 'H5') if b in set(long.block)]
+    ref = long[(long.block == 'defaults') & (long.arm == METHOD_NAMES['dpsgd'])]
+    fig, axs = plt.subplots(1, len(blocks), figsize=(5 * len(blocks), 3.8), squeeze=False, sharey=True)
+    for ax, b in zip(axs[0], blocks):
+        if b != 'defaults' and len(ref): sns.lineplot(ref, x='step', y='Mean', style='ε', color='0.7', errorbar=None, ax=ax, legend=False)
+        sns.lineplot(long[long.block == b], x='step', y='Mean', hue='arm', style='ε', errorbar=None, ax=ax)
+        ax.set(title=b, xlabel='private step', ylabel='Mean PCKh@0.5 (validation subset)')
+        ax.legend(fontsize=7, frameon=False)
+    fig.suptitle(f"C = 1, validation curves (mean over seeds; grey: DP-SGD's defaults) — {data_label(df)}", y=1.02)
+    return fig
