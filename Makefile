@@ -8,7 +8,7 @@ PRESET ?= quick
 STALE  ?= refuse
 STAMP   = $(VENV)/.dphpe-installed
 
-.PHONY: setup study lint test test-slow test-slurm export docs-check clean-docs readme outputs lab
+.PHONY: setup study lint test test-slow test-slurm export docs-check clean-docs readme outputs lab hypotheses
 
 $(STAMP): settings.ini setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -74,3 +74,14 @@ readme: setup
 outputs: setup
 	for nb in nbs/[0-9]*.ipynb nbs/index.ipynb nbs/*/*.ipynb; do $(BIN)/papermill --cwd "$$(dirname "$$nb")" -k python3 --no-progress-bar "$$nb" "$$nb" || exit 1; done
 	$(BIN)/nbdev_clean
+
+# The pre-registered C = 1 hypotheses (figures/hypotheses/plan.md), in the plan's order: seed 0 of every block, then
+# seeds 1 and 2 of the defaults and of H2, and of DP-SGD under SGD. Hours on a CPU; resumable (finished runs are kept
+# in figures/hypotheses/records and skipped). Records made before this checkout's code are kept (--stale keep): the
+# code changed since the plan only where it reads checkpoints. H3c and the seeds H1/H5 call for come after, by the plan.
+HYP = dphpe sweep --preset hypotheses --jobs 2 --runs runs/hypotheses --records figures/hypotheses/records --stale keep
+hypotheses: setup
+	$(BIN)/$(HYP) --where seed=0
+	$(BIN)/$(HYP) --where seed=1,2 head_init=loaded score_on=valid optimizer=adamw lr=0.001
+	$(BIN)/$(HYP) --where seed=1,2 optimizer=sgd method=dpsgd
+
