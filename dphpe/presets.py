@@ -83,7 +83,7 @@ def ablation_grid(methods:tuple=PAPER_METHODS, # the methods under study (MaskDP
     singles = [block([m for m in every if _changes(s, m) and (m in methods or s == 'mask_private')], [(s, v)]) for s, v in ABLATIONS]
     return (block(every, []), *singles, *(block([m], [(s, v) for s, v in AUTHORS_CODE if _changes(s, m)]) for m in methods))
 
-HYPOTHESES_H3 = {}  # H3's choice on the held-out persons, {method: (lr, k)}, e.g. {'projection': (1e-2, 50)}: its final runs join the grid
+HYPOTHESES_H3 = {'projection': (1e-2, 4), 'feature_projection': (1e-2, 4)}  # H3's choice on the held-out persons, {method: (lr, k)}, e.g. {'projection': (1e-2, 50)}: its final runs join the grid
 
 def hypotheses_grid(h3:dict=HYPOTHESES_H3, # {method: (lr, k)} chosen on H3b: their runs at C = 1, both ε, on the validation split
                     horizon:int=50, # every run's validation curve
