@@ -412,7 +412,7 @@ def parser()->argparse.ArgumentParser:
     r.add_argument('--log-output', dest='log_output', action='store_true', help="show the notebook's output here instead of in log.txt")
     r.set_defaults(func=cmd_run)
     sw = sub.add_parser('sweep', help="every missing run of a preset's grid, in parallel processes here or as a Slurm job array")
-    sw.add_argument('--preset', required=True, help='tiny, quick, full, ablation, paper-mpii or paper-humanart')
+    sw.add_argument('--preset', required=True, help='tiny, quick, full, ablation, hypotheses, humanart, paper-mpii or paper-humanart')
     sw.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores, or GPU slots; on Slurm: the most running at once)')
     sw.add_argument('--runs', default=None, help='folder of the run directories (default runs/<preset>)')
     sw.add_argument('--records', default=None, help="keep each finished run's metrics.json in this folder too (e.g. figures/<preset>/records), and restore the kept ones the runs folder lacks")

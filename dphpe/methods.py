@@ -4,7 +4,7 @@
 
 # %% ../nbs/09_methods.ipynb #13ed40dd
 from __future__ import annotations
-import hashlib, inspect
+import hashlib, inspect, math
 from pathlib import Path
 import torch
 from torch.utils.data import DataLoader
@@ -28,8 +28,9 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['METHODS', 'OPTIMIZERS', 'BASES', 'MASK_PRIVATE', 'SWITCH_METHODS', 'gram64', 'PublicSubspace', 'flat', 'unflat',
-           'PoseDPOptimizer', 'poisson_loader', 'private_gradients', 'private_update', 'public_gradients',
-           'batch_means', 'PrivateStep', 'view_key', 'private_tokens', 'check_switch', 'private_learner']
+           'PoseDPOptimizer', 'pad_sizes', 'padding_row', 'real_rows', 'poisson_loader', 'private_gradients',
+           'private_update', 'public_gradients', 'batch_means', 'PrivateStep', 'view_key', 'private_tokens',
+           'check_switch', 'private_learner']
 
 # %% ../nbs/09_methods.ipynb #8e5003f3
 def gram64(V:torch.Tensor, # (p, k)
@@ -92,16 +93,38 @@ class PoseDPOptimizer(DPOptimizerFastGradientClipping):
 # %% ../nbs/09_methods.ipynb #aabb70bd
 def _collate_or_empty(samples:list, empty:tuple)->tuple: return pose_batch(samples) if samples else empty
 
+def pad_sizes(batch_size:int, # expected batch size B
+             )->tuple:
+    "The ladder of padded batch sizes for B: B, 1.25 B, 1.5 B and 2 B, rounded up."
+    return tuple(dict.fromkeys(math.ceil(batch_size * f) for f in (1, 1.25, 1.5, 2)))
+
+def _collate_padded(samples:list, padding:dict, sizes:tuple)->tuple:
+    "`pose_batch` of `samples` filled up with `padding` rows to the first of `sizes` that holds them (unpadded above the last)."
+    n = next((s for s in sizes if s >= len(samples)), len(samples))
+    return pose_batch([*samples, *[padding] * (n - len(samples))])
+
+def padding_row(ds)->dict:
+    "A padding row for `ds`'s batches: its first sample, with index −1 (of the same type as a sample's index)."
+    s = ds[0]
+    return {**s, 'index': torch.full_like(s['index'], -1) if torch.is_tensor(s['index']) else -1}
+
+def real_rows(index:torch.Tensor)->torch.Tensor:
+    "Which rows of a batch are persons (True) rather than padding (index −1)."
+    return index >= 0
+
 def poisson_loader(ds, # the private training crops (S_priv)
                    batch_size:int, # expected batch size B
                    seed:int=42, # seed of the sampler (reseeded per epoch by `SeedEpochs`)
                    workers:int=0, # DataLoader worker processes
+                   pad:tuple=(), # batch sizes to pad up to with masked rows (e.g. `pad_sizes(B)`); (): unpadded
                   )->DataLoader:
-    "A DataLoader of Poisson batches over `ds` with rate B/|ds|; empty batches come as empty tensors."
+    "A DataLoader of Poisson batches over `ds` with rate B/|ds|; empty batches come as empty tensors, or padded to `pad`."
+    if pad and (sorted(pad) != list(pad) or min(pad) < 1): raise ValueError(f"pad must be increasing positive batch sizes, got {pad!r}.")
     sampler = UniformWithReplacementSampler(num_samples=len(ds), sample_rate=batch_size / len(ds),
                                             generator=torch.Generator().manual_seed(seed))
-    empty = tuple(t[:0] for t in pose_batch([ds[0]]))
-    return DataLoader(ds, batch_sampler=sampler, collate_fn=partial(_collate_or_empty, empty=empty), num_workers=workers)
+    if pad: collate = partial(_collate_padded, padding=padding_row(ds), sizes=tuple(pad))
+    else: collate = partial(_collate_or_empty, empty=tuple(t[:0] for t in pose_batch([ds[0]])))
+    return DataLoader(ds, batch_sampler=sampler, collate_fn=collate, num_workers=workers)
 
 # %% ../nbs/09_methods.ipynb #5ce0e379
 def private_gradients(model:PoseModel, # model in train mode
@@ -113,17 +136,20 @@ def private_gradients(model:PoseModel, # model in train mode
                       clipping:str='ghost', # 'ghost' (layer by layer) or 'vmap' (torch.func's per-sample gradients): a key of `CLIPPING`
                       public_in_sum:bool=False, # also clip the public rows into the sum (the authors' scripts; see "Switches")
                       loss_scale:float=1., # multiply every loss by this before clipping (2: the authors' Σ_j over joints)
+                      real:torch.Tensor=None, # (B,) bool: the rows that are persons, False for padding (`real_rows`); None: all
+                      public_real:torch.Tensor=None, # the same for the public rows (ψ of a padded batch); None: all
                      )->tuple:
-    "(clipped sum Σᵢ clip_C(gᵢ) per parameter, per-sample losses, plain public gradient per parameter or None), from one forward and backward."
+    "(clipped sum Σᵢ clip_C(gᵢ) per parameter, per-sample losses of the real rows, plain public gradient per parameter or None), from one forward and backward."
     n, npub, s = len(x), len(public[0]) if public is not None else 0, loss_scale
+    keep = torch.cat([x.new_ones(n) if real is None else real.to(x.dtype), x.new_ones(npub) if public_real is None else public_real.to(x.dtype)])
     if npub: x, targets, visible = torch.cat([x, public[0]]), [torch.cat(p) for p in zip(targets, public[1])], torch.cat([visible, public[2]])
     g = CLIPPING[clipping](model, x, targets, visible)
     W = x.new_zeros(len(x), 2 if npub else 1)
     clipped = n + npub if public_in_sum else n  # rows in the clipped sum: the private ones (and the public ones, if asked)
-    W[:clipped, 0] = s * clip_factors(s * g.norms[:clipped], C)  # gradients of s·ℓ are s·g: s·g·min(1, C/‖s·g‖)
-    if npub: W[n:, 1] = s / npub  # public rows: the mean public loss
+    W[:clipped, 0] = s * clip_factors(s * g.norms[:clipped], C) * keep[:clipped]  # gradients of s·ℓ are s·g: s·g·min(1, C/‖s·g‖); padding: 0
+    if npub: W[n:, 1] = s * keep[n:] / keep[n:].sum().clamp(min=1)  # public rows: the mean public loss over the real ones
     sums = g.weighted_sum(W)
-    return [w[0] for w in sums], s * g.losses[:n], ([w[1] for w in sums] if npub else None)
+    return [w[0] for w in sums], s * g.losses[:n][keep[:n].bool()], ([w[1] for w in sums] if npub else None)
 
 # %% ../nbs/09_methods.ipynb #33061c41
 def private_update(dp:PoseDPOptimizer, # the optimizer over the model's trainable parameters
@@ -241,7 +267,9 @@ def gradients(self:PrivateStep, x, joints, visible, mask, images=None, index=Non
     features = images is not x
     public = self.public_pass(images, t, visible, mask, features, index)
     if self.private_view is not None: x = self.viewed(self.private_view, images, mask, features, self.dls.train.dataset, index)
-    return private_gradients(self.model, x, t, visible, self.dp.max_grad_norm, public, self.clipping, self.public_in_sum, self.loss_scale)
+    real = None if index is None else real_rows(index).to(x.device)  # padding rows (index −1) weigh nothing
+    return private_gradients(self.model, x, t, visible, self.dp.max_grad_norm, public, self.clipping, self.public_in_sum, self.loss_scale,
+                             real, real if self.public_batch == 'same' else None)
 
 # %% ../nbs/09_methods.ipynb #a310e201
 @patch
@@ -340,6 +368,7 @@ def private_learner(model:PoseModel, # model with its strategy set
                     mask_private:str='whole', # MaskDP: the private pass on the 'whole' crop or on its 'private_tokens' only
                     seed:int=42, # seed of sampling and noise
                     workers:int=0, # DataLoader worker processes
+                    pad:tuple=(), # pad each Poisson batch up to these sizes with masked rows (`pad_sizes(bs)`: fixed shapes); (): unpadded
                     preload:bool=True, # decode the unaugmented crops once; at `finetune` also cache the frozen prefix's features
                     cache:Path|bool=False, # folder keeping the preloaded crops and features between runs (True: `crop_cache()`)
                    ):
@@ -360,7 +389,7 @@ def private_learner(model:PoseModel, # model with its strategy set
     basis_set = PoseDataset(private.persons[:len(public)], private.input_size) if basis == 'authors' else public
     if preload: preload_crops(model, *dict.fromkeys((private, valid, public, basis_set)), cache=cache)  # each dataset once
     q = bs / len(private)
-    train_dl = poisson_loader(private, bs, seed, workers)
+    train_dl = poisson_loader(private, bs, seed, workers, pad)
     plan = PrivacyPlan.calibrate(epsilon, delta, q, epochs * len(train_dl), accountant)
     rank = min(k, -(-len(basis_set) // BASES[basis])) if BASES[basis] else k  # batch means span at most ⌈m/32⌉ directions
     sub, lam = (PublicSubspace(rank) if spec['project'] else None), (spec['public_weight'] if public_weight is None else public_weight)

@@ -11,14 +11,15 @@ from .pretrain import TrainConfig
 from .methods import METHODS, SWITCH_METHODS
 
 # %% auto #0
-__all__ = ['TINY_TRAIN', 'REGIME_TRAIN', 'PAPER_TRAIN', 'ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID', 'PAPER_METHODS',
-           'CALIBRATION', 'ABLATIONS', 'AUTHORS_CODE', 'SGD_ETAS', 'HYPOTHESES_H3', 'STUDY_PRESETS', 'Block',
-           'StudyPreset', 'ablation_grid', 'hypotheses_grid']
+__all__ = ['TINY_TRAIN', 'REGIME_TRAIN', 'PAPER_TRAIN', 'HUMANART_TRAIN', 'ALL_C', 'ALL_EPS', 'MPII_GRID', 'HUMANART_GRID',
+           'PAPER_METHODS', 'CALIBRATION', 'ABLATIONS', 'AUTHORS_CODE', 'HUMANART_CALIBRATION', 'HUMANART_TABLES',
+           'SGD_ETAS', 'HYPOTHESES_H3', 'STUDY_PRESETS', 'Block', 'StudyPreset', 'ablation_grid', 'hypotheses_grid']
 
 # %% ../nbs/09b_presets.ipynb #89b61387
 TINY_TRAIN = TrainConfig(bs=16, epochs=1, pretrain_epochs=1)  # the smoke test (tests and notebooks)
 REGIME_TRAIN = TrainConfig('tinyvit_embedded_s16', (96, 64), bs=24, epochs=7, pretrain_epochs=10)  # regime-matched on 2 CPU cores (see below)
 PAPER_TRAIN = TrainConfig('tinyvit_5m', (256, 192), epochs=25, pretrain_epochs=140, workers=8)  # the paper's, on real data
+HUMANART_TRAIN = TrainConfig('tinyvit_embedded_s16', (128, 96), bs=24, epochs=6, pretrain_epochs=10)  # the embedded Human-Art analogue (below)
 
 # %% ../nbs/09b_presets.ipynb #bce3cdf2
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class StudyPreset:
     calibration: tuple = () # `Block`s of baselines only (non-private, DP-SGD) that chose the preset's settings
     preregistered: str = '' # the commit ('Pre-register: …') that froze these settings before the methods under test ran
     sgd_lr: float = 0. # η: a private run with optimizer='sgd' and no lr trains at lr = η/C (chosen on DP-SGD; 0: none chosen)
+    dataset: str = 'mpii' # the private set the preset is calibrated on ('mpii' or 'humanart'): its regime card and checks
     def __post_init__(self):
         if self.data != 'real' and self.data not in SYNTH_PRESETS: raise ValueError(f"Unknown data preset {self.data!r}.")
 
@@ -66,6 +68,10 @@ ABLATIONS = (('basis', 'authors'), ('public_in_private_sum', True), ('optimizer'
              ('private_augment', True), ('refresh', 1), ('k', 4), ('k', 100), ('mask_private', 'private_tokens'))  # one alternative per row
 AUTHORS_CODE = (('basis', 'authors'), ('public_in_private_sum', True), ('select', 'best'), ('weight_decay', .01), ('loss_scale', 2.),
                 ('private_augment', True))  # every alternative the authors' scripts take (they train with AdamW, refresh every 50 steps)
+
+HUMANART_CALIBRATION = (Block('humanart', ('nonprivate',)), Block('humanart', ('dpsgd',), C=(.1, .01), epsilon=(.2, .8)))  # baselines only
+HUMANART_TABLES = (Block('humanart', ('nonprivate',), ('finetune', 'finetune_full')),
+                   Block('humanart', tuple(METHODS), ('finetune', 'finetune_full'), (.1, .01), ALL_EPS))  # the cells of paper Tables 6–9, every method
 
 SGD_ETAS = (1e-4, 3e-4, 1e-3, 3e-3)  # candidate η (SGD's lr = η/C) for the ablation's SGD rows, tried on DP-SGD only (seed 0)
 
@@ -112,6 +118,7 @@ STUDY_PRESETS = {
                             calibration=tuple(Block('mpii', ('dpsgd',), C=(c,), epsilon=(.2, .8), switches=(('optimizer', 'sgd'), ('lr', round(eta / c, 12)), ('horizon', 50)))
                                               for eta in SGD_ETAS for c in (1., .01))),
     'hypotheses': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=hypotheses_grid(), sgd_lr=3e-4, preregistered='cf700c9'),  # `ablation`'s settings
+    'humanart': StudyPreset('humanart', HUMANART_TRAIN, seeds=(0, 1, 2), calibration=HUMANART_CALIBRATION, grid=HUMANART_TABLES, dataset='humanart'),
     'paper-mpii':     StudyPreset('real', PAPER_TRAIN, grid=(MPII_GRID[0], replace(MPII_GRID[1], methods=PAPER_METHODS))),
     'paper-humanart': StudyPreset('real', PAPER_TRAIN, grid=HUMANART_GRID),
 }

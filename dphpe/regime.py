@@ -12,23 +12,24 @@ import matplotlib
 import matplotlib.pyplot as plt
 from .model import STRATEGIES, HEAD_INITS, pose_model, set_strategy, trainable_count, simcc_targets
 from .data import PoseDataset
-from .train import pose_batch, predict, persons_pckh
+from .train import pose_batch, predict
 from .privacy import PrivacyPlan
 from .methods import PublicSubspace, public_gradients
 from .pretrain import public_pretraining, initial_model
 from .synth import synth_params
 from .presets import STUDY_PRESETS, ALL_C, ALL_EPS
-from .experiment import run_params, run_data, data_root
+from .experiment import run_params, run_data, data_root, run_scores
 from .report.collect import collect_runs
 from .report.tables import markdown_table, write_table
 from .report.paper import paper_table
 
 # %% auto #0
-__all__ = ['PAPER_SETTING', 'QUANTILES', 'START_COLUMNS', 'ROWS', 'MIN_STEPS', 'noise_multiplier', 'regime_quantities',
-           'trainable_per_strategy', 'paper_regime', 'clipped_sum_stats', 'start_state', 'start_table',
-           'write_start_table', 'private_count', 'named_runs', 'nonprivate_scores', 'regime_card', 'card_rows',
-           'regime_markdown', 'regime_checks', 'calibration_checks', 'card_json', 'calibration_figure',
-           'write_calibration', 'sgd_calibration', 'write_sgd_calibration']
+__all__ = ['PAPER_SETTING', 'PAPER_HUMANART_N', 'JOINTS', 'SCORES', 'QUANTILES', 'START_COLUMNS', 'ROWS', 'SCORE_ROWS',
+           'PAPER_ABOUT', 'MIN_STEPS', 'noise_multiplier', 'regime_quantities', 'trainable_per_strategy',
+           'paper_regime', 'clipped_sum_stats', 'start_state', 'start_table', 'write_start_table', 'private_count',
+           'named_runs', 'nonprivate_scores', 'regime_card', 'card_rows', 'regime_markdown', 'regime_checks',
+           'calibration_checks', 'humanart_checks', 'card_json', 'calibration_figure', 'write_calibration',
+           'sgd_calibration', 'write_sgd_calibration']
 
 # %% ../nbs/13_regime.ipynb #5c81e29c
 @functools.lru_cache
@@ -56,19 +57,28 @@ def regime_quantities(p:int, # trained parameters
 
 # %% ../nbs/13_regime.ipynb #49e17b59
 PAPER_SETTING = dict(backbone='tinyvit_5m', input_size=(256, 192), N=22_246 - 100, B=32, epochs=25, k=50)
+PAPER_HUMANART_N = 80_000 # the paper's Human-Art private persons: not stated; an estimate from the release (see below)
+JOINTS = {'mpii': 16, 'humanart': 17}
+SCORES = {'mpii': dict(col='Mean', start='start_pckh', nonprivate='nonprivate_pckh', name='Mean PCKh@0.5'),
+          'humanart': dict(col='coco_AP', start='start_ap', nonprivate='nonprivate_ap', name='OKS AP')}  # each private set's score
 
 @functools.lru_cache
 def trainable_per_strategy(backbone:str, # a key of `dphpe.model.BACKBONES`
                            input_size:tuple, # (H, W)
+                           joints:int=16, # 16: MPII; 17: COCO-style (Human-Art)
                           )->dict:
-    "{strategy: trained parameters} of the MPII-16 pose model."
-    return {s: trainable_count(set_strategy(pose_model(backbone, 16, input_size), s)) for s in STRATEGIES}
+    "{strategy: trained parameters} of the pose model with `joints` joints."
+    return {s: trainable_count(set_strategy(pose_model(backbone, joints, input_size), s)) for s in STRATEGIES}
 
-def paper_regime(epsilons:tuple=ALL_EPS)->dict:
-    "The paper's regime per strategy, with its Table 1 non-private scores."
-    s, table1 = PAPER_SETTING, paper_table('mpii_nonprivate').query("features == 'raw'").set_index('strategy')['Mean']
-    return {st: {**regime_quantities(p, s['N'], s['B'], s['epochs'], s['k'], epsilons), 'start_pckh': None, 'nonprivate_pckh': float(table1[st])}
-            for st, p in trainable_per_strategy(s['backbone'], s['input_size']).items()}
+def paper_regime(epsilons:tuple=ALL_EPS, # budgets
+                 dataset:str='mpii', # the private set: 'mpii' (with Table 1's non-private scores) or 'humanart' (none reported)
+                )->dict:
+    "The paper's regime per strategy on `dataset`, with its non-private scores where it reports them."
+    s, sc = PAPER_SETTING, SCORES[dataset]
+    N = s['N'] if dataset == 'mpii' else PAPER_HUMANART_N
+    table1 = paper_table('mpii_nonprivate').query("features == 'raw'").set_index('strategy')['Mean'] if dataset == 'mpii' else {}
+    return {st: {**regime_quantities(p, N, s['B'], s['epochs'], s['k'], epsilons), sc['start']: None, sc['nonprivate']: float(table1[st]) if st in table1 else None}
+            for st, p in trainable_per_strategy(s['backbone'], s['input_size'], JOINTS[dataset]).items()}
 
 # %% ../nbs/13_regime.ipynb #11f67a18
 def clipped_sum_stats(G:torch.Tensor, # (n, p) per-sample gradients
@@ -95,12 +105,14 @@ def start_state(preset:str, # a key of `STUDY_PRESETS` (embedded data)
                 seed:int=0, # the run's seed (it seeds the transferred head's new rows and a re-initialised head)
                )->dict:
     "Score and per-sample gradient statistics of the model a private run of `preset` starts from."
-    p = run_params(preset=preset, method='dpsgd', strategy=strategy, head_init=head_init, seed=seed)
-    root, pre = data_root(p, progress), STUDY_PRESETS[preset]
+    pre = STUDY_PRESETS[preset]
+    p = run_params(preset=preset, dataset=pre.dataset, method='dpsgd', strategy=strategy, head_init=head_init, seed=seed)
+    root = data_root(p, progress)
     splits, size = run_data(p, root), pre.train.input_size
     pretrained = None if strategy == 'scratch' else public_pretraining(root, pre.train, progress=progress)
-    model = initial_model(strategy, replace(pre.train, seed=p['seed']), pretrained, head_init=head_init)
-    start = persons_pckh(predict(model, PoseDataset(splits.valid, size)), splits.valid)['Mean']
+    model = initial_model(strategy, replace(pre.train, seed=p['seed']), pretrained, JOINTS[pre.dataset], head_init)
+    _, scores, coco = run_scores(predict(model, PoseDataset(splits.valid, size)), splits.valid, pre.dataset, root)
+    start = dict(start_pckh=scores['Mean']) if pre.dataset == 'mpii' else dict(start_ap=coco['AP'], start_box_pck=scores['Mean'])
     model.train()
     def batch(persons):
         ds = PoseDataset(persons, size)
@@ -113,7 +125,7 @@ def start_state(preset:str, # a key of `STUDY_PRESETS` (embedded data)
     x, j, v, *_ = batch(splits.public)
     V = PublicSubspace(min(p['k'], len(splits.public))).fit(public_gradients(model, x, simcc_targets(j, size, model.head.k), v)).V
     norms = G.norm(dim=1).numpy()
-    return dict(start_pckh=float(start), n=len(G), grad_norm_quantiles={f'{q:g}': float(np.quantile(norms, q)) for q in QUANTILES},
+    return dict(**{k: float(v) for k, v in start.items()}, n=len(G), grad_norm_quantiles={f'{q:g}': float(np.quantile(norms, q)) for q in QUANTILES},
                 **{f'C={C:g}': clipped_sum_stats(G, C, V) for C in Cs})
 
 # %% ../nbs/13_regime.ipynb #cf9b179f
@@ -151,9 +163,9 @@ def write_start_table(out:Path=Path('figures/hypotheses'), # folder, created
 # %% ../nbs/13_regime.ipynb #e3baa5d6
 def private_count(preset:str, # an embedded preset
                  )->int:
-    "|S_priv| of the preset's MPII runs, from its data parameters (the data need not exist yet)."
+    "|S_priv| of the preset's private runs (on its `dataset`), from its data parameters (the data need not exist yet)."
     pre = STUDY_PRESETS[preset]
-    n = synth_params(pre.data)['mpii_train'] - pre.m
+    n = synth_params(pre.data)[f'{pre.dataset}_train'] - pre.m
     return min(n, pre.private_limit) if pre.private_limit else n
 
 def named_runs(runs:Path, # folder of run directories
@@ -165,12 +177,13 @@ def named_runs(runs:Path, # folder of run directories
 
 def nonprivate_scores(runs:Path, # folder of a preset's run directories
                       names:set=None, # only these runs (`named_runs`)
+                      dataset:str='mpii', # the private set: its score (`SCORES`: Mean PCKh@0.5, or OKS AP on Human-Art)
                      )->dict:
-    "{strategy: Mean PCKh@0.5 of the raw-image non-private MPII baseline, mean over seeds} of the finished runs under `runs`."
+    "{strategy: score of the raw-image non-private baseline on `dataset`, mean over seeds} of the finished runs under `runs`."
     df = named_runs(runs, names)
     if df.empty: return {}
-    d = df[(df.dataset == 'mpii') & (df.method == 'nonprivate') & (df.features == 'raw')]
-    return {s: float(v) for s, v in d.groupby('strategy')['Mean'].mean().items()}
+    d = df[(df.dataset == dataset) & (df.method == 'nonprivate') & (df.features == 'raw')]
+    return {s: float(v) for s, v in d.groupby('strategy')[SCORES[dataset]['col']].mean().items()}
 
 def regime_card(preset:str, # a key of `STUDY_PRESETS`
                 runs:Path=None, # the preset's run directories (non-private scores), if any
@@ -181,21 +194,28 @@ def regime_card(preset:str, # a key of `STUDY_PRESETS`
                )->dict:
     "The preset's regime per strategy beside the paper's."
     if preset not in STUDY_PRESETS: raise ValueError(f"Unknown preset {preset!r}; choose one of {sorted(STUDY_PRESETS)}.")
-    pre, paper = STUDY_PRESETS[preset], paper_regime()
-    if pre.data == 'real': return dict(preset=preset, strategies={s: paper[s] for s in strategies}, paper=paper)
+    pre = STUDY_PRESETS[preset]
+    paper, ds = paper_regime(dataset=pre.dataset), pre.dataset
+    if pre.data == 'real': return dict(preset=preset, dataset=ds, strategies={s: paper[s] for s in strategies}, paper=paper)
     p = run_params(preset=preset, method='dpsgd')
-    N, ps, np_scores = private_count(preset), trainable_per_strategy(pre.train.backbone, pre.train.input_size), nonprivate_scores(runs, names)
-    card = {s: {**regime_quantities(ps[s], N, p['bs'], p['epochs'], p['k']), 'nonprivate_pckh': np_scores.get(s)} for s in strategies}
+    N, ps = private_count(preset), trainable_per_strategy(pre.train.backbone, pre.train.input_size, JOINTS[ds])
+    np_scores = nonprivate_scores(runs, names, ds)
+    card = {s: {**regime_quantities(ps[s], N, p['bs'], p['epochs'], p['k']), SCORES[ds]['nonprivate']: np_scores.get(s)} for s in strategies}
     for s in strategies if measure else ():
         card[s].update(start_state(preset, s, n))
-    return dict(preset=preset, strategies=card, paper={s: paper[s] for s in strategies})
+    return dict(preset=preset, dataset=ds, strategies=card, paper={s: paper[s] for s in strategies})
 
 # %% ../nbs/13_regime.ipynb #f3e5ee3b
 ROWS = [('p', 'trained parameters p'), ('N', 'private persons N'), ('B', 'expected batch B'), ('q', 'sampling rate q'),
         ('T', 'private steps T'), ('q_sqrt_T', 'q√T'), ('n_over_sqrt_p', 'N/√p'), ('sigma', 'σ at ε {}'),
         ('run_snr', 'run-level √T·B/(σ√p) at ε {}'), ('step_noise', 'per-step σ√p/B at ε {}'),
-        ('projected_step_noise', 'projected σ√k/B at ε {}'), ('start_pckh', 'Mean PCKh@0.5 before private training'),
-        ('nonprivate_pckh', 'non-private Mean PCKh@0.5 (raw images)')]
+        ('projected_step_noise', 'projected σ√k/B at ε {}')]
+SCORE_ROWS = {'mpii': [('start_pckh', 'Mean PCKh@0.5 before private training'), ('nonprivate_pckh', 'non-private Mean PCKh@0.5 (raw images)')],
+              'humanart': [('start_ap', 'OKS AP before private training'), ('start_box_pck', 'box-PCK@0.1 before private training'),
+                           ('nonprivate_ap', 'non-private OKS AP (raw images)')]}
+PAPER_ABOUT = {'mpii': "its setting on real MPII (TinyViT-5M at 256×192, B = 32, 25 epochs, 22,146 private persons)",
+               'humanart': (f"its setting on real Human-Art (TinyViT-5M at 256×192, B = 32, 25 epochs, about {PAPER_HUMANART_N:,} private persons: "
+                            "an estimate, the paper does not say; it reports no non-private Human-Art score)")}
 
 def _fmt(v)->str:
     if v is None or (isinstance(v, float) and math.isnan(v)): return '–'
@@ -205,21 +225,23 @@ def _fmt(v)->str:
 def card_rows(ours:dict, # one strategy of a card
               paper:dict, # the paper's same strategy
               epsilons:tuple=('0.2', '0.8'), # budgets shown
+              dataset:str='mpii', # the private set (its score rows, `SCORE_ROWS`)
              )->list:
-    "(label, ours, paper) of every quantity in `ROWS` (ε-keyed ones once per ε in `epsilons`)."
+    "(label, ours, paper) of every quantity in `ROWS` and the dataset's `SCORE_ROWS` (ε-keyed ones once per ε in `epsilons`)."
     out = []
-    for key, label in ROWS:
+    for key, label in ROWS + SCORE_ROWS[dataset]:
         if isinstance(paper.get(key), dict): out += [(label.format(e), ours[key].get(e), paper[key].get(e)) for e in epsilons]
         else: out.append((label, ours.get(key), paper.get(key)))
     return out
 
 def regime_markdown(card:dict)->str:
     "A card as markdown: per strategy, ours beside the paper's and their ratio, then what was measured at the start."
-    parts = [f"# Regime card of preset `{card['preset']}`\n\nOurs: the preset's private MPII training (synthetic data for the "
-             "embedded presets); paper: its setting on real MPII (TinyViT-5M at 256×192, B = 32, 25 epochs, 22,146 private persons)."]
+    ds = card.get('dataset', 'mpii')
+    parts = [f"# Regime card of preset `{card['preset']}`\n\nOurs: the preset's private {dict(mpii='MPII', humanart='Human-Art')[ds]} training "
+             f"(synthetic data for the embedded presets); paper: {PAPER_ABOUT[ds]}."]
     for s, ours in card['strategies'].items():
         rows = [(lab, _fmt(o), _fmt(p), _fmt(o / p) if isinstance(o, (int, float)) and isinstance(p, (int, float)) and p else '–')
-                for lab, o, p in card_rows(ours, card['paper'][s])]
+                for lab, o, p in card_rows(ours, card['paper'][s], dataset=ds)]
         parts.append(f"## {s}\n\n" + markdown_table(pd.DataFrame(rows, columns=['quantity', 'ours', 'paper', 'ours / paper'])))
         if 'grad_norm_quantiles' in ours:
             qs = ', '.join(f"{float(q):.0%} {v:.3g}" for q, v in ours['grad_norm_quantiles'].items())
@@ -254,6 +276,7 @@ def calibration_checks(card:dict, # from `regime_card` (measured)
                        df:pd.DataFrame, # `collect_runs` of the preset's calibration runs
                       )->pd.DataFrame:
     "One row per calibration target: check, target, measured, holds (False also when its runs are missing)."
+    if card.get('dataset') == 'humanart': return humanart_checks(card, df)
     mp = df[df.dataset == 'mpii'] if len(df) else df
     start = card['strategies']['finetune'].get('start_pckh', float('nan'))
     npr = {s: _mean(mp, method='nonprivate', features='raw', strategy=s) for s in STRATEGIES}
@@ -276,6 +299,21 @@ def calibration_checks(card:dict, # from `regime_card` (measured)
     if len(ha): rows.append(('Human-Art non-private OKS AP (raw)', '≥ 20', float(ha['coco_AP'].mean()), float(ha['coco_AP'].mean()) >= 20))
     return pd.DataFrame(rows, columns=['check', 'target', 'measured', 'holds'])
 
+# %% ../nbs/13_regime.ipynb #a4d4d3ba
+def humanart_checks(card:dict, # from `regime_card` of a preset whose `dataset` is 'humanart' (measured)
+                    df:pd.DataFrame, # `collect_runs` of its calibration runs
+                   )->pd.DataFrame:
+    "One row per Human-Art calibration target (OKS AP): check, target, measured, holds (False also when its runs are missing)."
+    ha = df[(df.dataset == 'humanart') & (df.strategy == 'finetune')] if len(df) else df
+    start = card['strategies']['finetune'].get('start_ap', float('nan'))
+    npr = _mean(ha, 'coco_AP', method='nonprivate', features='raw')
+    dp = _mean(ha, 'coco_AP', method='dpsgd', C=.01, epsilon=.8)
+    rows = regime_checks(card) + [
+        ('Human-Art non-private OKS AP (finetune, raw)', '≥ 20', npr, npr >= 20),
+        ('non-private − start OKS AP', '≥ 10', npr - start, npr - start >= 10),
+        ('DP-SGD C=0.01 ε=0.8 / non-private (OKS AP)', '≥ 0.6', dp / npr, dp / npr >= .6)]
+    return pd.DataFrame(rows, columns=['check', 'target', 'measured', 'holds'])
+
 # %% ../nbs/13_regime.ipynb #f821a244
 def card_json(card:dict)->str:
     "The card as indented JSON (keys in a stable order)."
@@ -285,17 +323,18 @@ def calibration_figure(card:dict, # from `regime_card`
                        df:pd.DataFrame, # the calibration runs
                        path:Path, # .png written
                       )->Path:
-    "DP-SGD Mean PCKh@0.5 against ε per C at `finetune`, with the non-private and start scores as lines."
+    "DP-SGD's score (Mean PCKh@0.5, or OKS AP on Human-Art) against ε per C at `finetune`, with the non-private and start scores as lines."
     matplotlib.use('Agg')
-    mp = df[(df.dataset == 'mpii') & (df.strategy == 'finetune')]
+    ds = card.get('dataset', 'mpii')
+    sc, mp = SCORES[ds], df[(df.dataset == ds) & (df.strategy == 'finetune')]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for C, d in mp[mp.method == 'dpsgd'].groupby('C'):
-        g = d.groupby('epsilon')['Mean'].mean()
+        g = d.groupby('epsilon')[sc['col']].mean()
         ax.plot(g.index, g.values, 'o-', label=f'DP-SGD C={C:g}')
     for feat, ls in (('raw', '--'), ('public', ':')):
-        ax.axhline(_mean(mp, method='nonprivate', features=feat), color='k', ls=ls, lw=1, label=f'non-private ({feat})')
-    ax.axhline(card['strategies']['finetune']['start_pckh'], color='grey', lw=1, label='start (before private training)')
-    ax.set(xlabel='ε', ylabel='Mean PCKh@0.5 (synthetic MPII)', title=f"calibration of `{card['preset']}` (finetune)")
+        ax.axhline(_mean(mp, sc['col'], method='nonprivate', features=feat), color='k', ls=ls, lw=1, label=f'non-private ({feat})')
+    ax.axhline(card['strategies']['finetune'][sc['start']], color='grey', lw=1, label='start (before private training)')
+    ax.set(xlabel='ε', ylabel=f"{sc['name']} (synthetic {dict(mpii='MPII', humanart='Human-Art')[ds]})", title=f"calibration of `{card['preset']}` (finetune)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

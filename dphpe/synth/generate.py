@@ -27,6 +27,7 @@ SYNTH_PRESETS = {
     'tiny':  dict(img_size=(128, 128), mpii_train=64, mpii_valid=24, coco_train=48, coco_val=16, humanart_train=32, humanart_val=16),
     'quick': dict(img_size=(160, 160), mpii_train=3000, mpii_valid=600, coco_train=3000, coco_val=300, humanart_train=1000, humanart_val=300),
     'full':  dict(img_size=(160, 160), mpii_train=10000, mpii_valid=1500, coco_train=10000, coco_val=1000, humanart_train=3000, humanart_val=600),
+    'humanart': dict(img_size=(160, 160), mpii_train=64, mpii_valid=24, coco_train=10000, coco_val=1000, humanart_train=20000, humanart_val=1000),
 } # image size (H, W) and number of samples (one annotated person each) per set and split
 GENERATOR_VERSION = '1.1'  # 1.1: MPII scale from the head, as real MPII
 
