@@ -75,13 +75,14 @@ outputs: setup
 	for nb in nbs/[0-9]*.ipynb nbs/index.ipynb nbs/*/*.ipynb; do $(BIN)/papermill --cwd "$$(dirname "$$nb")" -k python3 --no-progress-bar "$$nb" "$$nb" || exit 1; done
 	$(BIN)/nbdev_clean
 
-# The pre-registered C = 1 hypotheses (figures/hypotheses/plan.md), in the plan's order: seed 0 of every block, then
-# seeds 1 and 2 of the defaults and of H2, and of DP-SGD under SGD. Hours on a CPU; resumable (finished runs are kept
-# in figures/hypotheses/records and skipped). Records made before this checkout's code are kept (--stale keep): the
-# code changed since the plan only where it reads checkpoints. H3c and the seeds H1/H5 call for come after, by the plan.
+# The pre-registered C = 1 hypotheses (figures/hypotheses/plan.md), in the plan's order: seed 0 of every block (H3c at
+# the rate chosen on H3b, 071f46d), then seeds 1 and 2 of the defaults and of H2, and of H3c and DP-SGD under SGD.
+# Hours on a CPU; resumable (finished runs are kept in figures/hypotheses/records and skipped). Records made by earlier
+# code are kept (--stale keep): since the plan the code changed where it reads checkpoints, in H3's chosen rate, and in
+# what these runs leave off (the Human-Art preset, padded batches). The seeds H1/H5 call for come after, by the plan.
 HYP = dphpe sweep --preset hypotheses --jobs 2 --runs runs/hypotheses --records figures/hypotheses/records --stale keep
 hypotheses: setup
 	$(BIN)/$(HYP) --where seed=0
 	$(BIN)/$(HYP) --where seed=1,2 head_init=loaded score_on=valid optimizer=adamw lr=0.001
-	$(BIN)/$(HYP) --where seed=1,2 optimizer=sgd method=dpsgd
+	$(BIN)/$(HYP) --where seed=1,2 optimizer=sgd score_on=valid method=dpsgd,projection,feature_projection
 
