@@ -299,7 +299,7 @@ def calibration_checks(card:dict, # from `regime_card` (measured)
     if len(ha): rows.append(('Human-Art non-private OKS AP (raw)', '≥ 20', float(ha['coco_AP'].mean()), float(ha['coco_AP'].mean()) >= 20))
     return pd.DataFrame(rows, columns=['check', 'target', 'measured', 'holds'])
 
-# %% ../nbs/13_regime.ipynb #a4d4d3ba
+# %% ../nbs/13_regime.ipynb #dd2a8117
 def humanart_checks(card:dict, # from `regime_card` of a preset whose `dataset` is 'humanart' (measured)
                     df:pd.DataFrame, # `collect_runs` of its calibration runs
                    )->pd.DataFrame:

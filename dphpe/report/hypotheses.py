@@ -73,8 +73,8 @@ def c1_arms(df:pd.DataFrame, # rows of `collect_runs` of the hypotheses' records
 # %% ../../nbs/12j_hypotheses.ipynb #44bff7c5
 def h3_choice(df:pd.DataFrame, # rows of `collect_runs` of the hypotheses' records
              )->dict:
-    "{method: (lr, k, held-out Mean)} chosen on the held-out runs of H3b by the plan's rule; {} before they ran."
-    held = df[df.score_on == 'heldout']
+    "{method: (lr, k, held-out Mean)} chosen on the held-out runs of H3b at seed 0 by the plan's rule; {} before they ran."
+    held = df[(df.score_on == 'heldout') & (df.seed == 0)]  # the plan chooses on seed 0's H3b; other seeds' runs of it never choose
     out = {}
     for m, d in held.groupby('method'):
         near = d[d.Mean >= d.Mean.max() - .1].assign(k50=lambda t: t.k != 50).sort_values(['lr', 'k50'])
