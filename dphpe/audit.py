@@ -32,10 +32,11 @@ from .presets import STUDY_PRESETS
 from .experiment import run_params, run_name, data_root, dataset_persons, train_run, write_json_atomic
 
 # %% auto #0
-__all__ = ['AUDIT_GUESSES', 'CANARIES', 'AUDIT_EPSILONS', 'AUDIT_COLUMNS', 'audit_p_value', 'eps_lower_bound', 'audit_guesses',
-           'tpr_at_fpr', 'audit_scores', 'best_audit', 'mislabel', 'twin', 'AuditData', 'audit_data', 'canary_losses',
-           'trainable_vector', 'canary_scores', 'GradientCanaries', 'ScaleNoise', 'claimed', 'audit_name', 'audit_run',
-           'audit_grid', 'audit_table', 'audit_markdown', 'write_audit']
+__all__ = ['AUDIT_GUESSES', 'CANARIES', 'PERSON_CANARIES', 'PAIRED', 'COVERING_VIEWS', 'AUDIT_EPSILONS', 'AUDIT_COLUMNS',
+           'audit_p_value', 'eps_lower_bound', 'audit_guesses', 'tpr_at_fpr', 'audit_scores', 'best_audit', 'mislabel',
+           'twin', 'AuditData', 'audit_data', 'canary_losses', 'trainable_vector', 'canary_scores', 'GradientCanaries',
+           'ScaleNoise', 'claimed', 'audit_name', 'audit_run', 'audit_grid', 'audit_table', 'audit_markdown',
+           'write_audit']
 
 # %% ../nbs/14_audit.ipynb #74cab24f
 def audit_p_value(m:int, # canaries, each in the private set with probability ½
@@ -130,46 +131,53 @@ def mislabel(person, # a `Person`
 def twin(person, # a `Person` of the synthetic data (it needs a label map)
          out:Path, # folder the twin's image is written to
          rng:np.random.Generator, # draws the colour
+         region:str='identity', # the label-map region painted: 'identity' (private pixels) or 'body' (public ones)
         ):
-    "`person` with its identity pixels (synthetic label map, less a 1-pixel rim) painted one random colour, as a new image under `out`."
-    if person.mask is None: raise ValueError(f"{person.id} has no label map: twin canaries need the synthetic data's identity regions.")
+    "`person` with the pixels of `region` (synthetic label map, less a 1-pixel rim) painted one random colour, as a new image under `out`."
+    if region not in ('identity', 'body'): raise ValueError(f"Unknown twin region {region!r}; choose 'identity' or 'body'.")
+    if person.mask is None: raise ValueError(f"{person.id} has no label map: twin canaries need the synthetic data's {region} regions.")
     img, mask = np.array(load_image(person.image)), np.array(load_image(person.mask, 'L'))
-    inner = binary_erosion(mask == MASK_LABELS['identity'], np.ones((3, 3)))  # a crop's bilinear sample of a body pixel never reaches it
+    inner = binary_erosion(mask == MASK_LABELS[region], np.ones((3, 3)))  # a crop's bilinear sample of another region's pixel never reaches it
     img[inner] = rng.integers(0, 256, 3)
-    path = Path(out)/f"{person.id.replace('#', '_').replace('~', '_')}-twin.png"
+    tag = 'twin' if region == 'identity' else f'{region}-twin'
+    path = Path(out)/f"{person.id.replace('#', '_').replace('~', '_')}-{tag}.png"
     Image.fromarray(img).save(path)  # lossless: every other pixel is the original's decoded value
-    return replace(person, image=path, id=f"{person.id}~twin")
+    return replace(person, image=path, id=f"{person.id}~{tag}")
 
 # %% ../nbs/14_audit.ipynb #98f0954a
-CANARIES = ('mislabelled', 'twin', 'gradient')
+CANARIES = ('mislabelled', 'twin', 'public_twin', 'relabelled', 'gradient')
+PERSON_CANARIES = CANARIES[:-1]
+PAIRED = ('twin', 'public_twin', 'relabelled')  # a canary or its alternative is in, never neither
 
 @dataclass
 class AuditData:
     "The splits of an audit run and its canaries."
-    splits: Splits # S_priv: the base persons, the mislabelled canaries drawn in, and each twin canary or its twin
-    persons: dict # {'mislabelled', 'twin': the m person canaries of each kind}
-    twins: list # the twins of the twin canaries
-    included: dict # {kind: (m,) bool}: whether each person canary is in (a twin canary: itself rather than its twin)
+    splits: Splits # S_priv: the base persons, the mislabelled canaries drawn in, and each paired canary or its alternative
+    persons: dict # {kind: the m canaries} for each of `PERSON_CANARIES`
+    alternatives: dict # {kind: the m alternatives} for each of `PAIRED`: the twins, or the relabelled persons with their own pose
+    included: dict # {kind: (m,) bool}: whether each canary is in (a paired one: itself rather than its alternative)
 
 def audit_data(p:dict, # run parameters (`run_params`)
                root:Path, # dataset folder (`data_root`)
                m:int=1000, # canaries of each kind
                out:Path=None, # folder for the twins' images
               )->AuditData:
-    "The run's splits with `m` mislabelled and `m` twin canaries, each in with probability ½ (seeded by the run's seed)."
-    pre = STUDY_PRESETS[p['preset']]
+    "The run's splits with `m` canaries of each of `PERSON_CANARIES`, each in with probability ½ (seeded by the run's seed)."
+    pre, n = STUDY_PRESETS[p['preset']], len(PERSON_CANARIES)
     s = make_splits(*dataset_persons(root, p['dataset'], pre.train.input_size), m=p['m'], seed=0)
-    spare = len(s.private) - 2 * m
+    spare = len(s.private) - n * m
     if not (m >= 2 and spare >= 1):
-        raise ValueError(f"2 × {m} person canaries need m ≥ 2 and fewer than the {len(s.private)} S_priv persons of preset {p['preset']!r}; lower m (`dphpe audit --canaries`).")
+        raise ValueError(f"{n} × {m} person canaries need m ≥ 2 and fewer than the {len(s.private)} S_priv persons of preset {p['preset']!r}; lower m (`dphpe audit --canaries`).")
     rng = np.random.default_rng([p['seed'], 0xA0D17])
-    persons = {'mislabelled': [mislabel(q, rng) for q in s.private[-m:]], 'twin': [mislabel(q, rng) for q in s.private[-2 * m:-m]]}
-    included = {kind: rng.random(m) < .5 for kind in persons}
-    twins = [twin(c, out, rng) for c in persons['twin']]
+    sources = {kind: s.private[len(s.private) - (i + 1) * m:len(s.private) - i * m] for i, kind in enumerate(PERSON_CANARIES)}
+    persons = {kind: [mislabel(q, rng) for q in sources[kind]] for kind in PERSON_CANARIES}
+    included = {kind: rng.random(m) < .5 for kind in PERSON_CANARIES}
+    alternatives = {'twin': [twin(c, out, rng) for c in persons['twin']], 'public_twin': [twin(c, out, rng, 'body') for c in persons['public_twin']],
+                    'relabelled': sources['relabelled']}
     drawn = [c for c, i in zip(persons['mislabelled'], included['mislabelled']) if i]
-    drawn += [c if i else t for c, t, i in zip(persons['twin'], twins, included['twin'])]
+    drawn += [c if i else a for kind in PAIRED for c, a, i in zip(persons[kind], alternatives[kind], included[kind])]
     base = s.private[:min(spare, pre.private_limit or spare)]
-    return AuditData(Splits(s.public, base + drawn, s.valid), persons, twins, included)
+    return AuditData(Splits(s.public, base + drawn, s.valid), persons, alternatives, included)
 
 # %% ../nbs/14_audit.ipynb #64c26148
 def canary_losses(model, # a `PoseModel`
@@ -197,8 +205,8 @@ def canary_scores(start, # the model the run started from
     "{kind: (m,) scores}, larger when a canary looks trained on."
     gain = lambda persons: canary_losses(start, persons, input_size) - canary_losses(trained, persons, input_size)
     fell = trainable_vector(start) - trainable_vector(trained)
-    return {'mislabelled': gain(data.persons['mislabelled']), 'twin': gain(data.persons['twin']) - gain(data.twins),
-            'gradient': fell[coordinates].numpy()}
+    scores = {kind: gain(data.persons[kind]) - (gain(data.alternatives[kind]) if kind in PAIRED else 0) for kind in PERSON_CANARIES}
+    return {**scores, 'gradient': fell[coordinates].numpy()}
 
 # %% ../nbs/14_audit.ipynb #31e3766f
 class GradientCanaries(Callback):
@@ -231,16 +239,21 @@ class ScaleNoise(Callback):
     def before_fit(self): self.learn.opt.opt.noise_multiplier *= self.factor
 
 # %% ../nbs/14_audit.ipynb #e7aba3f9
+COVERING_VIEWS = {  # the public views ψ whose guarantee covers each canary (None: DP-SGD's whole person)
+    'mislabelled': (None,),        # a whole person, labels included: the feature methods' neighbours share labels
+    'twin': (None, 'mask'),        # private pixels only: blur's ψ sees them, the mask view does not
+    'public_twin': (None,),        # pixels every ψ keeps
+    'relabelled': (None,),         # the label only
+    'gradient': (None, 'blur', 'mask')}  # a record of the private step itself
+
 def claimed(method:str, # 'nonprivate' or a key of `METHODS`
             kind:str, # a key of `CANARIES`
             epsilon:float, delta:float, # the run's budget
            )->tuple|None:
     "(ε, δ) the method's guarantee gives against an audit with `kind` canaries, or None when it does not cover them."
     if method == 'nonprivate': return None
-    view = METHODS[method]['view']
-    if kind == 'gradient' or kind == 'mislabelled' and view is None: return epsilon, delta
-    if kind == 'twin' and view in (None, 'mask'): return 2 * epsilon, (1 + np.exp(epsilon)) * delta  # a removal and an addition
-    return None  # labels are shared by the feature methods' neighbours; blur's ψ differs between twins
+    if METHODS[method]['view'] not in COVERING_VIEWS[kind]: return None
+    return (2 * epsilon, (1 + np.exp(epsilon)) * delta) if kind in PAIRED else (epsilon, delta)  # a swap is a removal and an addition
 
 def audit_name(p:dict, m:int, gradient:int, noise_scale:float=1.)->str:
     "The audit directory's name: the run's, the canary counts, and a scaled noise if any."
@@ -248,7 +261,7 @@ def audit_name(p:dict, m:int, gradient:int, noise_scale:float=1.)->str:
 
 def audit_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
               out:Path, # the audit's directory
-              m:int=1000, # person canaries of each kind (mislabelled, twin)
+              m:int=1000, # person canaries of each kind (`PERSON_CANARIES`)
               gradient:int=1000, # gradient canaries
               noise_scale:float=1., # ≠ 1: a deliberately broken private step (`ScaleNoise`)
               progress:bool=True, # show progress bars

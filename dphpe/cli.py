@@ -454,7 +454,7 @@ def parser()->argparse.ArgumentParser:
     au.add_argument('--preset', default='quick', help='a study preset')
     au.add_argument('--method', default=None, help="only this method ('nonprivate' too)")
     au.add_argument('--epsilon', type=float, default=None, help='only private audits at this ε')
-    au.add_argument('--canaries', type=int, default=1000, help='person canaries of each kind (mislabelled, twin)')
+    au.add_argument('--canaries', type=int, default=1000, help='person canaries of each kind (mislabelled, twin, public twin, relabelled)')
     au.add_argument('--gradient', type=int, default=1000, help='gradient canaries')
     au.add_argument('--seed', type=int, default=0, help='seed of the runs and canaries')
     au.add_argument('--runs', default=None, help='audit directories (default runs/<preset>-audit)')

@@ -301,6 +301,7 @@ def train_run(p:dict, # from `run_params`
         opt = None if p['optimizer'] == 'adamw' else lambda params, lr: OptimWrapper(params, OPTIMIZERS[p['optimizer']], lr=lr, weight_decay=cfg.wd)
         curve = [validation_curve(p, model, splits.valid, cfg.input_size, checkpoint)] if p['horizon'] else []
         return train_pose(model, splits.private, splits.valid, cfg, view=FEATURES[p['features']], checkpoint=checkpoint, meta=meta, progress=progress,
+                          augment=STUDY_PRESETS[p['preset']].augment,
                           cbs=[*curve, *cbs], cache=True, opt_func=opt)
     ds = lambda persons, augment=False: PoseDataset(persons, cfg.input_size, augment=augment, seed=p['seed'])
     learn = private_learner(model, ds(splits.private, p['private_augment']), ds(splits.valid), p['method'], p['epsilon'], p['delta'], p['C'],

@@ -47,6 +47,7 @@ class StudyPreset:
     preregistered: str = '' # the commit ('Pre-register: …') that froze these settings before the methods under test ran
     sgd_lr: float = 0. # η: a private run with optimizer='sgd' and no lr trains at lr = η/C (chosen on DP-SGD; 0: none chosen)
     dataset: str = 'mpii' # the private set the preset is calibrated on ('mpii' or 'humanart'): its regime card and checks
+    augment: bool = True # non-private runs augment their training crops (private runs never do unless `private_augment`)
     def __post_init__(self):
         if self.data != 'real' and self.data not in SYNTH_PRESETS: raise ValueError(f"Unknown data preset {self.data!r}.")
 
@@ -119,6 +120,7 @@ STUDY_PRESETS = {
                                               for eta in SGD_ETAS for c in (1., .01))),
     'hypotheses': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=hypotheses_grid(), sgd_lr=3e-4, preregistered='cf700c9'),  # `ablation`'s settings
     'humanart': StudyPreset('humanart', HUMANART_TRAIN, seeds=(0, 1, 2), calibration=HUMANART_CALIBRATION, grid=HUMANART_TABLES, dataset='humanart'),
+    'audit': StudyPreset('full', replace(REGIME_TRAIN, epochs=30), private_limit=1000, augment=False),  # a model that memorises single persons (`dphpe audit`)
     'paper-mpii':     StudyPreset('real', PAPER_TRAIN, grid=(MPII_GRID[0], replace(MPII_GRID[1], methods=PAPER_METHODS))),
     'paper-humanart': StudyPreset('real', PAPER_TRAIN, grid=HUMANART_GRID),
 }

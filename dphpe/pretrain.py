@@ -58,12 +58,13 @@ def train_pose(model:PoseModel, # model with its strategy set
                progress:bool=True, # show fastai's progress bars
                cbs:list=(), # more fastai callbacks
                cache:Path|bool=False, # folder keeping the validation crops between runs (see `preload_crops`)
+               augment:bool=True, # HRNet-style augmentation of the training crops (False: the crops as they are)
                opt_func=None, # fastai optimizer factory (default: AdamW with `cfg.wd`)
               )->Learner:
     "Train `model` non-privately on `train`, scoring `valid` each epoch; return the `Learner`."
     valid = PoseDataset(valid, cfg.input_size)
     preload_crops(model, valid, cache=cache)  # decoded once; at `finetune` the frozen prefix's features too
-    dls = pose_dataloaders(PoseDataset(train, cfg.input_size, augment=True, seed=cfg.seed), valid, cfg.bs, cfg.workers, cfg.seed)
+    dls = pose_dataloaders(PoseDataset(train, cfg.input_size, augment=augment, seed=cfg.seed), valid, cfg.bs, cfg.workers, cfg.seed)
     view_cbs = [TrainOnPublicView(public_view(view, cfg.input_size))] if view else []
     learn = pose_learner(model, dls, cfg.lr, cfg.wd, opt_func=opt_func, cbs=[*view_cbs, *cbs])
     if not progress: learn.remove_cbs(learn.progress)
