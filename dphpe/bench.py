@@ -202,7 +202,7 @@ def precision_agreement(backbone:str='tinyvit_embedded_s16', # a key of `BACKBON
             'clipped_sum_rel_err': rel(s1, s0), 'clipped_sum_cos': F.cosine_similarity(s1, s0, 0).item(),
             'error_to_noise': ((s1 - s0).norm() / (C * len(s0) ** .5)).item()}
 
-# %% ../nbs/09c_bench.ipynb #9e157390
+# %% ../nbs/09c_bench.ipynb #eeb36627
 def compiled_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
                    input_size:tuple=(96, 64), # (H, W)
                    strategy:str='finetune', # which parameters train
