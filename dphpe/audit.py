@@ -146,7 +146,7 @@ def twin(person, # a `Person` of the synthetic data (it needs a label map)
 
 # %% ../nbs/14_audit.ipynb #98f0954a
 CANARIES = ('mislabelled', 'twin', 'public_twin', 'relabelled', 'gradient')
-PERSON_CANARIES = CANARIES[:-1]
+PERSON_CANARIES = tuple(k for k in CANARIES if k != 'gradient')  # the canaries that are persons
 PAIRED = ('twin', 'public_twin', 'relabelled')  # a canary or its alternative is in, never neither
 
 @dataclass
@@ -244,7 +244,7 @@ COVERING_VIEWS = {  # the public views ψ whose guarantee covers each canary (No
     'twin': (None, 'mask'),        # private pixels only: blur's ψ sees them, the mask view does not
     'public_twin': (None,),        # pixels every ψ keeps
     'relabelled': (None,),         # the label only
-    'gradient': (None, 'blur', 'mask')}  # a record of the private step itself
+    'gradient': tuple({spec['view'] for spec in METHODS.values()})}  # every method's: a record of the private step itself
 
 def claimed(method:str, # 'nonprivate' or a key of `METHODS`
             kind:str, # a key of `CANARIES`

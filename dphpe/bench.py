@@ -203,6 +203,14 @@ def precision_agreement(backbone:str='tinyvit_embedded_s16', # a key of `BACKBON
             'error_to_noise': ((s1 - s0).norm() / (C * len(s0) ** .5)).item()}
 
 # %% ../nbs/09c_bench.ipynb #eeb36627
+@contextmanager
+def _torch_threads(n:int):
+    "torch's CPU threads set to `n` inside the block, and back to what they were after it."
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try: yield
+    finally: torch.set_num_threads(before)
+
 def compiled_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
                    input_size:tuple=(96, 64), # (H, W)
                    strategy:str='finetune', # which parameters train
@@ -214,33 +222,34 @@ def compiled_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
                    seed:int=0, # of the weights and the batch
                   )->dict:
     "ms per sample of the non-private step and of DP-SGD's clipped sum, eager and under `torch.compile` at one batch shape; compile seconds; speed-ups; largest relative difference of the results."
-    torch.set_num_threads(threads); torch.manual_seed(seed)
-    dev = torch.device('cpu')
-    model = _train_model(backbone, input_size, strategy, dev)
-    x, t, v = _random_batch(bs, input_size, dev)
-    with torch.no_grad(): xf = model.prefix_features(x) if model.prefix_frozen() else x
-    params = [p for p in model.parameters() if p.requires_grad]
-    def nonprivate(m):
-        model.zero_grad(set_to_none=True)
-        simcc_loss(m(xf), t, v).backward()
-        return [p.grad.clone() for p in params]
-    def clipped_sum(kind='ghost'):
-        g = CLIPPING[kind](model, xf, t, v)
-        return [s[0] for s in g.weighted_sum(clip_factors(g.norms, C)[:, None])]
-    def vmap_sum(xf, tx, ty, v):  # `VmapGradients` and `clip_factors` in one traceable function
-        g = list(per_sample_grads(model, xf, (tx, ty), v).values())
-        w = clip_factors(torch.stack([a.flatten(1).norm(dim=1) for a in g], 1).norm(dim=1), C)
-        return [(w @ a.flatten(1)).view(a.shape[1:]) for a in g]
-    cmodel, cvmap = torch.compile(model, dynamic=False, backend=backend), torch.compile(vmap_sum, dynamic=False, backend=backend)
-    s = time.perf_counter(); np_c = nonprivate(cmodel); compile_np = time.perf_counter() - s
-    s = time.perf_counter(); dp_c = cvmap(xf, *t, v); compile_dp = time.perf_counter() - s
-    rel = lambda a, b: max(((p - q).norm() / q.norm()).item() for p, q in zip(a, b))
-    err = {'nonprivate_rel_diff': rel(np_c, nonprivate(model)), 'dpsgd_rel_diff': rel(dp_c, clipped_sum())}
-    def ms(fn):
-        for _ in range(3): fn()
-        return 1e3 * _median_seconds(fn, repeats, lambda: None) / bs
-    t_ = {'nonprivate': ms(lambda: nonprivate(model)), 'nonprivate_compiled': ms(lambda: nonprivate(cmodel)),
-          'dpsgd_ghost': ms(clipped_sum), 'dpsgd_vmap': ms(lambda: clipped_sum('vmap')), 'dpsgd_vmap_compiled': ms(lambda: cvmap(xf, *t, v))}
-    return {'ms_per_sample': t_, 'compile_seconds': {'nonprivate': compile_np, 'dpsgd': compile_dp}, **err,
-            'nonprivate_speedup': t_['nonprivate'] / t_['nonprivate_compiled'], 'dpsgd_speedup': t_['dpsgd_ghost'] / t_['dpsgd_vmap_compiled'],
-            'bs': bs, 'threads': threads, 'backend': backend, 'torch': torch.__version__}
+    with _torch_threads(threads):
+        torch.manual_seed(seed)
+        dev = torch.device('cpu')
+        model = _train_model(backbone, input_size, strategy, dev)
+        x, t, v = _random_batch(bs, input_size, dev)
+        with torch.no_grad(): xf = model.prefix_features(x) if model.prefix_frozen() else x
+        params = [p for p in model.parameters() if p.requires_grad]
+        def nonprivate(m):
+            model.zero_grad(set_to_none=True)
+            simcc_loss(m(xf), t, v).backward()
+            return [p.grad.clone() for p in params]
+        def clipped_sum(kind='ghost'):
+            g = CLIPPING[kind](model, xf, t, v)
+            return [s[0] for s in g.weighted_sum(clip_factors(g.norms, C)[:, None])]
+        def vmap_sum(xf, tx, ty, v):  # `VmapGradients` and `clip_factors` in one traceable function
+            g = list(per_sample_grads(model, xf, (tx, ty), v).values())
+            w = clip_factors(torch.stack([a.flatten(1).norm(dim=1) for a in g], 1).norm(dim=1), C)
+            return [(w @ a.flatten(1)).view(a.shape[1:]) for a in g]
+        cmodel, cvmap = torch.compile(model, dynamic=False, backend=backend), torch.compile(vmap_sum, dynamic=False, backend=backend)
+        s = time.perf_counter(); np_c = nonprivate(cmodel); compile_np = time.perf_counter() - s
+        s = time.perf_counter(); dp_c = cvmap(xf, *t, v); compile_dp = time.perf_counter() - s
+        rel = lambda a, b: max(((p - q).norm() / q.norm()).item() for p, q in zip(a, b))
+        err = {'nonprivate_rel_diff': rel(np_c, nonprivate(model)), 'dpsgd_rel_diff': rel(dp_c, clipped_sum())}
+        def ms(fn):
+            for _ in range(3): fn()
+            return 1e3 * _median_seconds(fn, repeats, lambda: None) / bs
+        t_ = {'nonprivate': ms(lambda: nonprivate(model)), 'nonprivate_compiled': ms(lambda: nonprivate(cmodel)),
+              'dpsgd_ghost': ms(clipped_sum), 'dpsgd_vmap': ms(lambda: clipped_sum('vmap')), 'dpsgd_vmap_compiled': ms(lambda: cvmap(xf, *t, v))}
+        return {'ms_per_sample': t_, 'compile_seconds': {'nonprivate': compile_np, 'dpsgd': compile_dp}, **err,
+                'nonprivate_speedup': t_['nonprivate'] / t_['nonprivate_compiled'], 'dpsgd_speedup': t_['dpsgd_ghost'] / t_['dpsgd_vmap_compiled'],
+                'bs': bs, 'threads': threads, 'backend': backend, 'torch': torch.__version__}
