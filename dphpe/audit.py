@@ -33,10 +33,10 @@ from .experiment import run_params, run_name, data_root, dataset_persons, train_
 
 # %% auto #0
 __all__ = ['AUDIT_GUESSES', 'CANARIES', 'PERSON_CANARIES', 'PAIRED', 'COVERING_VIEWS', 'AUDIT_EPSILONS', 'AUDIT_COLUMNS',
-           'audit_p_value', 'eps_lower_bound', 'audit_guesses', 'tpr_at_fpr', 'audit_scores', 'best_audit', 'mislabel',
-           'twin', 'AuditData', 'audit_data', 'canary_losses', 'trainable_vector', 'canary_scores', 'GradientCanaries',
-           'ScaleNoise', 'claimed', 'audit_name', 'audit_run', 'audit_grid', 'audit_table', 'audit_markdown',
-           'write_audit']
+           'PREREGISTERED_AUDITS', 'NEAR_ZERO', 'AUDIT_PREDICTIONS', 'audit_p_value', 'eps_lower_bound',
+           'audit_guesses', 'tpr_at_fpr', 'audit_scores', 'best_audit', 'mislabel', 'twin', 'AuditData', 'audit_data',
+           'canary_losses', 'trainable_vector', 'canary_scores', 'GradientCanaries', 'ScaleNoise', 'claimed',
+           'audit_name', 'audit_run', 'audit_grid', 'audit_table', 'audit_markdown', 'write_audit', 'audit_verdicts']
 
 # %% ../nbs/14_audit.ipynb #74cab24f
 def audit_p_value(m:int, # canaries, each in the private set with probability ½
@@ -331,10 +331,61 @@ def audit_markdown(t:pd.DataFrame)->str:
 
 def write_audit(audits:Path, # folder of audit directories
                 out:Path, # the report folder
+                verdicts:bool=False, # also write the plan's verdicts (`audit_verdicts`) as `verdicts.csv` / `verdicts.md`
                )->list:
-    "Write `audit.csv` and `audit.md` into `out`; return both paths."
-    out = Path(out)
+    "Write `audit.csv` and `audit.md` (and the verdicts) into `out`; return the paths."
+    out, t = Path(out), audit_table(audits)
     out.mkdir(parents=True, exist_ok=True)
     caption = ("Privacy audit (synthetic data): ε lower bounds at 95 % confidence, one training run per method and ε (Steinke, Nasr & Jagielski 2023); "
                "claimed_epsilon: what the method's guarantee gives against that canary (empty: not covered)")
-    return write_table(audit_table(audits), caption, 'audit', out, markdown=audit_markdown)
+    files = write_table(t, caption, 'audit', out, markdown=audit_markdown)
+    if not verdicts: return files
+    caption = "Privacy audit (synthetic data): the plan's predictions (plan.md) checked on audit.csv; pending while any of a prediction's rows has not run"
+    return files + write_table(audit_verdicts(t), caption, 'verdicts', out, markdown=lambda v: markdown_table(v.round(3).fillna('')))
+
+# %% ../nbs/14_audit.ipynb #bbf9bff2
+PREREGISTERED_AUDITS = ('audit',)  # presets whose audit has a plan with predictions (`figures/<preset>/plan.md`)
+NEAR_ZERO = .25  # P4: a bound "near 0" is at most this share of the run's ε
+
+def _expected_rows()->pd.DataFrame:
+    "Every row of a full audit table (method, ε, canary, claimed ε), ran or not."
+    runs = [('nonprivate', np.nan)] + [(m, e) for m in METHODS for e in AUDIT_EPSILONS]  # as `audit_grid`
+    rows = [dict(method=m, epsilon=e, canary=kind) for m, e in runs for kind in CANARIES]
+    df = pd.DataFrame(rows)
+    df['claimed_epsilon'] = [(c or (np.nan,))[0] for c in (claimed(r.method, r.canary, r.epsilon, 1e-5) for r in df.itertuples())]
+    return df
+
+AUDIT_PREDICTIONS = {  # id: (statement, the rows it is about, whether a row holds)
+    'P1': ("non-private person canaries give a bound ≥ 1 with AUROC ≥ 0.75",
+           lambda t: (t.method == 'nonprivate') & t.canary.isin(PERSON_CANARIES), lambda t: (t.eps_lower_bound >= 1) & (t.auroc >= .75)),
+    'P2': ("no covered row's bound is above its claimed ε",
+           lambda t: (t.method != 'nonprivate') & t.claimed_epsilon.notna(), lambda t: t.eps_lower_bound <= t.claimed_epsilon),
+    'P3a': ("Feature DP's and MaskDP's mislabelled, public-twin and relabelled rows are above ε at ε 0.8 (not covered)",
+            lambda t: t.method.isin(['feature', 'maskdp']) & t.canary.isin(['mislabelled', 'public_twin', 'relabelled']) & (t.epsilon == .8),
+            lambda t: t.eps_lower_bound > t.epsilon),
+    'P3b': ("Feature-Projective DP's uncovered rows are above 0 at ε 0.8",
+            lambda t: (t.method == 'feature_projection') & t.claimed_epsilon.isna() & (t.epsilon == .8), lambda t: t.eps_lower_bound > 0),
+    'P4': ("DP-SGD's and Projected DP-SGD's person rows and MaskDP's twin rows are near 0 at ε 0.8 (≤ ε / 4)",
+           lambda t: (t.epsilon == .8) & ((t.method.isin(['dpsgd', 'projection']) & t.canary.isin(PERSON_CANARIES)) | ((t.method == 'maskdp') & (t.canary == 'twin'))),
+           lambda t: t.eps_lower_bound <= NEAR_ZERO * t.epsilon),
+    'S': ("the non-private bound is above every covered private row of the same person kind",
+          lambda t: (t.method != 'nonprivate') & t.claimed_epsilon.notna() & t.canary.isin(PERSON_CANARIES),
+          lambda t: t.eps_lower_bound < t.nonprivate_bound),
+}
+
+def audit_verdicts(t:pd.DataFrame, # an audit table (`audit_table` or `audit.csv`)
+                  )->pd.DataFrame:
+    "The plan's predictions checked on `t`: rows needed, ran and holding, their bounds' range, and the verdict."
+    key = ['method', 'epsilon', 'canary']
+    rows = _expected_rows().merge(t.drop(columns='claimed_epsilon'), on=key, how='left')
+    nonprivate = t[t.method == 'nonprivate'].set_index('canary').eps_lower_bound
+    rows['nonprivate_bound'] = rows.canary.map(nonprivate)
+    out = []
+    for pid, (statement, about, holds) in AUDIT_PREDICTIONS.items():
+        need = rows[about(rows)]
+        ran = need.dropna(subset=['eps_lower_bound'] + (['nonprivate_bound'] if pid == 'S' else []))
+        hold = int(holds(ran).sum())
+        verdict = 'pending' if len(ran) < len(need) else 'confirmed' if hold == len(ran) else 'refuted'
+        out.append(dict(prediction=pid, statement=statement, rows=len(need), ran=len(ran), hold=hold,
+                        bound_min=ran.eps_lower_bound.min(), bound_max=ran.eps_lower_bound.max(), verdict=verdict))
+    return pd.DataFrame(out)

@@ -297,7 +297,7 @@ def write_regime(runs:Path, # run directories of a report
 # %% ../nbs/90_cli.ipynb #ade112ca
 def cmd_audit(args):
     "`dphpe audit`: the preset's privacy audits missing from `--runs` (one training run each), then its audit table."
-    from dphpe.audit import audit_grid, audit_name, audit_run, audit_table, write_audit
+    from dphpe.audit import audit_grid, audit_name, audit_run, audit_table, write_audit, PREREGISTERED_AUDITS
     runs, out = Path(args.runs or Path('runs')/f'{args.preset}-audit'), Path(args.out or Path('figures')/args.preset)
     todo = [p for p in audit_grid(args.preset, seed=args.seed) if args.method in (None, p['method'])
             and (args.epsilon is None or p['method'] != 'nonprivate' and p['epsilon'] == args.epsilon)]
@@ -307,7 +307,7 @@ def cmd_audit(args):
         if (d/'audit.json').exists(): continue  # finished; an unfinished one resumes from its checkpoint
         print(f"[{i + 1}/{len(todo)}] {d.name}", flush=True)
         audit_run(p, d, args.canaries, args.gradient, progress=not args.quiet)
-    files = write_audit(runs, out)
+    files = write_audit(runs, out, verdicts=args.preset in PREREGISTERED_AUDITS)
     print(audit_table(runs).to_json(orient='records', indent=1) if args.json else files[1].read_text(), end='\n' if args.json else '')
     return 0
 
