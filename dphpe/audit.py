@@ -343,7 +343,7 @@ def write_audit(audits:Path, # folder of audit directories
     caption = "Privacy audit (synthetic data): the plan's predictions (plan.md) checked on audit.csv; pending while any of a prediction's rows has not run"
     return files + write_table(audit_verdicts(t), caption, 'verdicts', out, markdown=lambda v: markdown_table(v.round(3).fillna('')))
 
-# %% ../nbs/14_audit.ipynb #bbf9bff2
+# %% ../nbs/14_audit.ipynb #cd67772b
 PREREGISTERED_AUDITS = ('audit',)  # presets whose audit has a plan with predictions (`figures/<preset>/plan.md`)
 NEAR_ZERO = .25  # P4: a bound "near 0" is at most this share of the run's ε
 

@@ -113,6 +113,13 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
     peak = _peak_bytes(dev)
     res = {'seconds': seconds, 'step_peak_bytes': _step_peak_bytes(step, dev), 'peak_extra_bytes': peak - base, 'peak_bytes': peak,
            'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu', 'precision': precision}
+    if method == 'nonprivate':  # a validation batch: the forward pass alone at 4·B (as `pose_dataloaders`), from what the runs keep of the crops
+        xv = feed(_random_batch(4 * bs, input_size, dev)[0])
+        def validate():
+            with torch.no_grad(), amp(): model(xv)
+        model.eval(); validate(); sync()
+        res['valid_seconds'] = _median_seconds(validate, 3, sync) / 4  # per B samples
+        model.train()
     if method == 'projection':  # the refresh: m public per-sample gradients, then the Gram eigendecomposition
         xp, tp, vp = _random_batch(m, input_size, dev)
         xp = feed(xp)
@@ -157,7 +164,9 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
                   'peak_extra_mb': r['peak_extra_bytes'] / 2**20, 'peak_mb': r['peak_bytes'] / 2**20}
            for meth, r in out.items() if meth != 'nonprivate'}
     res['nonprivate'] = {'seconds': ref['seconds'], 'ms_per_sample': ms(ref), 'step_peak_mb': ref['step_peak_bytes'] / 2**20,
-                         'peak_extra_mb': ref['peak_extra_bytes'] / 2**20, 'peak_mb': ref['peak_bytes'] / 2**20, 'device': ref['device'], 'precision': ref['precision']}
+                         'peak_extra_mb': ref['peak_extra_bytes'] / 2**20, 'peak_mb': ref['peak_bytes'] / 2**20, 'device': ref['device'], 'precision': ref['precision'],
+                         'valid_ms_per_sample': 1e3 * ref['valid_seconds'] / bs}
+    res['step_mode'], res['batch'] = 'eager', bs  # how the steps ran (fastai/Opacus' eager step), at which batch
     res['projection_refresh_fraction'] = out['projection']['refresh_seconds'] / (refresh * out['projection']['seconds'])
     res['nonprivate_ms_per_sample'] = {s: ms(ref) if s == strategy else ms(measure('nonprivate', s, False, *args)) for s in STRATEGIES}
     vmap = measure('dpsgd', strategy, cached, *args, clipping='vmap')  # DP-SGD with torch.func's per-sample gradients, side by side
@@ -175,7 +184,8 @@ def bench_summary(r:dict)->dict:
     rnd = lambda d, n=3: {k: round(v, n) for k, v in d.items()}
     return {**{m: rnd({k: r[m][k] for k in ('time_ratio', 'mem_ratio', 'process_mem_ratio', 'ms_per_sample')}) for m in METHODS},
             'nonprivate_ms_per_sample': rnd(r['nonprivate_ms_per_sample']), 'projection_refresh_fraction': round(r['projection_refresh_fraction'], 4),
-            **{k: rnd(r[k]) for k in ('uncached_ms_per_sample', 'prefix_cache_speedup', 'clipping') if k in r}, 'device': r['nonprivate']['device'], 'precision': r['nonprivate']['precision']}
+            **{k: rnd(r[k]) for k in ('uncached_ms_per_sample', 'prefix_cache_speedup', 'clipping') if k in r}, 'device': r['nonprivate']['device'], 'precision': r['nonprivate']['precision'],
+            'valid_ms_per_sample': round(r['nonprivate']['valid_ms_per_sample'], 4), 'step_mode': r['step_mode'], 'batch': r['batch']}
 
 
 # %% ../nbs/09c_bench.ipynb #3c2206dc

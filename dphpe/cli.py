@@ -348,7 +348,8 @@ def cmd_bench(args):
     if args.precision == 'bf16':  # does the clipped sum survive bf16? (one batch, same weights, against float32)
         for n, cfg in configs.items(): out[n]['precision_agreement'] = {k: float(f'{v:.3g}') for k, v in precision_agreement(**cfg).items()}
     if args.json:
-        print(json.dumps(out['embedded'] if args.quick else out))
+        modes = {(r['step_mode'], r['batch']) for r in out.values()}  # also at the top, where every bench of the file agrees
+        print(json.dumps(out['embedded'] if args.quick else {**out, **(dict(zip(('step_mode', 'batch'), modes.pop())) if len(modes) == 1 else {})}))
         return 0
     for name, r in res.items():
         c = configs[name]

@@ -18,13 +18,14 @@ from .experiment import (RunRecord, RUN_PARAMETERS, run_params, run_name, read_m
                               code_fingerprint, write_json_atomic, run_data)
 from .pretrain import public_pretraining
 from .methods import METHODS
+from .model import STRATEGIES
 from .runner import launch_run, record_status, checked_result, execute_run
 
 # %% auto #0
-__all__ = ['STALE', 'BACKENDS', 'RECORDS_README', 'grid', 'select', 'StaleRuns', 'plan_sweep', 'prepare', 'gpu_slots',
-           'is_records', 'keep_records', 'restore_records', 'plan_with_records', 'sweep', 'slurm_executor', 'run_job',
-           'queued_runs', 'submit_runs', 'submitit_sweep', 'sweep_status', 'estimate_seconds', 'run_seconds',
-           'sweep_plan']
+__all__ = ['STALE', 'BACKENDS', 'RECORDS_README', 'PAPER_VALID', 'grid', 'select', 'StaleRuns', 'plan_sweep', 'prepare',
+           'gpu_slots', 'is_records', 'keep_records', 'restore_records', 'plan_with_records', 'sweep', 'slurm_executor',
+           'run_job', 'queued_runs', 'submit_runs', 'submitit_sweep', 'sweep_status', 'estimate_seconds', 'run_seconds',
+           'sweep_plan', 'grid_estimate', 'write_grid_estimate']
 
 # %% ../nbs/11_sweep.ipynb #eb1b4aff
 def grid(preset:str, # a key of `STUDY_PRESETS`
@@ -345,14 +346,14 @@ def sweep_status(preset:str, # a key of `STUDY_PRESETS`
 def estimate_seconds(p:dict, # run parameters (from `run_params`)
                      costs:dict, # step costs of the run's model: `dphpe bench --json` (a `method_costs` summary)
                      persons:int, # private persons the run trains on
+                     measured_at:str='finetune', # the strategy the bench timed the private methods at
                     )->float:
     "Seconds of training steps `p` should take at `costs`: epochs × persons × ms per sample of its method at its strategy (and refresh interval)."
     base = costs['nonprivate_ms_per_sample']
-    ms = base[p['strategy']] * (1 if p['method'] == 'nonprivate' else costs[p['method']]['ms_per_sample'] / base['finetune'])
-    if p['method'] != 'nonprivate' and METHODS[p['method']]['project']:  # the bench refreshes every 50 steps; a refresh costs f of them
-        f = costs.get('projection_refresh_fraction', 0.)
-        ms *= (1 + f * 50 / p['refresh']) / (1 + f)
-    return p['epochs'] * persons * ms / 1e3
+    ms = base[measured_at] if p['method'] == 'nonprivate' else costs[p['method']]['ms_per_sample']
+    if p['method'] != 'nonprivate' and METHODS[p['method']]['project']:  # a refresh every `refresh` steps, f × 50 Projected DP-SGD steps long
+        ms += costs.get('projection_refresh_fraction', 0.) * 50 / p['refresh'] * costs['projection']['ms_per_sample']
+    return p['epochs'] * persons * ms * base[p['strategy']] / base[measured_at] / 1e3
 
 @functools.cache
 def _persons(preset:str, data:str|None, dataset:str)->int:
@@ -384,3 +385,38 @@ def sweep_plan(preset:str, # a key of `STUDY_PRESETS`
     rows = {run_name(p): scale * est(p) for p in todo}
     return {'runs': rows, 'done': len(done), 'hours': sum(rows.values()) / 3600, 'device': costs.get('device', 'cpu'), 'scale': scale,
             'scaled_on': len(seen)}
+
+# %% ../nbs/11_sweep.ipynb #d11dfb39
+PAPER_VALID = {'mpii': 2_958}  # validation persons of the paper's MPII split (the usual `mpii_val`), scored after every epoch
+
+def grid_estimate(bench:dict, # a GPU bench file: {'real <strategy>': `bench_summary`, …}
+                  preset:str='paper-mpii', # a real-data key of `STUDY_PRESETS`
+                  persons:int=None, # private training persons of a run (None: the paper's, `PAPER_SETTING`)
+                  valid:int=PAPER_VALID['mpii'], # validation persons, scored after every epoch
+                  per_gpu:int=1, # runs sharing the GPU
+                  throughput:float=None, # runs per hour with `per_gpu` at once ÷ one at a time (measured); None with per_gpu 1
+                 )->dict:
+    "GPU-hours of `preset`'s grid (one seed) at a bench's measured step and validation costs, and with runs sharing the GPU."
+    if per_gpu > 1 and throughput is None: raise ValueError(f"per_gpu={per_gpu} needs the measured throughput gain (runs per hour against one at a time, `dphpe sweep --per-gpu`).")
+    from dphpe.regime import PAPER_SETTING  # (the regime module draws figures: imported only here)
+    persons = persons or PAPER_SETTING['N']
+    runs = [p for p in grid(preset, data='(any)') if p['seed'] == STUDY_PRESETS[preset].seeds[0]]
+    timed = [s for s in STRATEGIES if f'real {s}' in bench]
+    if not timed: raise ValueError("The bench file holds no 'real <strategy>' summary: make it with `dphpe bench --real --json`.")
+    at = {s: s if s in timed else 'finetune_full' if 'finetune_full' in timed else timed[0] for s in STRATEGIES}  # the summary each strategy's runs are costed at
+    train = sum(estimate_seconds(p, bench[f"real {at[p['strategy']]}"], persons, at[p['strategy']]) for p in runs)
+    v_ms = [bench[f"real {at[p['strategy']]}"].get('valid_ms_per_sample') for p in runs]
+    val = None if None in v_ms else sum(p['epochs'] * valid * ms / 1e3 for p, ms in zip(runs, v_ms))
+    first = bench[f'real {at["finetune"]}']
+    return {'gpu_hours': (train + (val or 0)) / 3600 / (throughput or 1), 'device': first['device'], 'runs': len(runs), 'per_gpu': per_gpu,
+            'throughput': throughput or 1., 'step_mode': bench.get('step_mode', first.get('step_mode', 'eager')), 'batch': bench.get('batch', first.get('batch', runs[0]['bs'])),
+            'train_hours': train / 3600, 'valid_hours': None if val is None else val / 3600, 'preset': preset, 'persons': persons, 'valid_persons': valid}
+
+def write_grid_estimate(bench:Path, # a GPU bench file (`dphpe bench --real --json`)
+                        out:Path, # where to write (e.g. figures/bench/grid-estimate.json)
+                        **kwargs, # to `grid_estimate`
+                       )->dict:
+    "`grid_estimate` of `bench`, written to `out` with the bench file's name."
+    res = {**grid_estimate(json.loads(Path(bench).read_text()), **kwargs), 'bench': Path(bench).name}
+    write_json_atomic(res, out)
+    return res
