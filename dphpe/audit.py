@@ -377,6 +377,7 @@ def audit_verdicts(t:pd.DataFrame, # an audit table (`audit_table` or `audit.csv
                   )->pd.DataFrame:
     "The plan's predictions checked on `t`: rows needed, ran and holding, their bounds' range, and the verdict."
     key = ['method', 'epsilon', 'canary']
+    t = t.assign(epsilon=pd.to_numeric(t.epsilon))  # None for non-private rows: object dtype when no private row has run
     rows = _expected_rows().merge(t.drop(columns='claimed_epsilon'), on=key, how='left')
     nonprivate = t[t.method == 'nonprivate'].set_index('canary').eps_lower_bound
     rows['nonprivate_bound'] = rows.canary.map(nonprivate)

@@ -386,7 +386,7 @@ def sweep_plan(preset:str, # a key of `STUDY_PRESETS`
     return {'runs': rows, 'done': len(done), 'hours': sum(rows.values()) / 3600, 'device': costs.get('device', 'cpu'), 'scale': scale,
             'scaled_on': len(seen)}
 
-# %% ../nbs/11_sweep.ipynb #d11dfb39
+# %% ../nbs/11_sweep.ipynb #bef65921
 PAPER_VALID = {'mpii': 2_958}  # validation persons of the paper's MPII split (the usual `mpii_val`), scored after every epoch
 
 def grid_estimate(bench:dict, # a GPU bench file: {'real <strategy>': `bench_summary`, …}
