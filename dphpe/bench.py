@@ -15,7 +15,7 @@ from .model import STRATEGIES, pose_model, set_strategy, simcc_targets, simcc_lo
 from .clipping import CLIPPING, clip_factors
 from .features import public_view
 with fastai_quietly():  # a worker process imports fastai first through dphpe.methods (see `dphpe.quiet`)
-    from dphpe.methods import METHODS, PoseDPOptimizer, PublicSubspace, private_gradients, private_update, public_gradients
+    from dphpe.methods import METHODS, PoseDPOptimizer, PublicSubspace, private_gradients, private_update, public_gradients, graphed
 
 # %% auto #0
 __all__ = ['method_costs', 'bench_summary', 'precision_agreement', 'compiled_costs']
@@ -76,7 +76,7 @@ def _train_model(backbone:str, input_size:tuple, strategy:str, dev:torch.device)
     "The pose model as `strategy` trains it, in train mode on `dev`."
     return set_strategy(pose_model(backbone, 16, input_size), strategy).train().to(dev)
 
-def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, clipping, precision, queue):
+def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, threads, cached, clipping, precision, queue, step_mode='eager'):
     "Child process: median step seconds and peak extra memory (bytes) of `method` ('nonprivate' or a `METHODS` key)."
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -89,7 +89,7 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
     x, t, v = _random_batch(bs, input_size, dev)
     params, xf = [p for p in model.parameters() if p.requires_grad], feed(x)
     base = _peak_bytes(dev)  # the model and batch; the method's state counts
-    adamw = torch.optim.AdamW(params, lr=1e-5)
+    adamw = torch.optim.AdamW(params, lr=1e-5, capturable=step_mode == 'graph')  # a graph keeps AdamW's step count on the GPU
     if method == 'nonprivate':
         def step():
             adamw.zero_grad()
@@ -105,14 +105,16 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
         psi = lambda: feed(view({'image': x, 'mask': mask}))  # ψ through the prefix: once per run when cached (`view_features`), else every step
         cached_psi = psi() if cached and view else None
         def step():
-            with amp(): clipped = private_gradients(model, xf, t, v, .01, (cached_psi if cached else psi(), t, v) if view else None, clipping)
+            with amp(): clipped = private_gradients(model, xf, t, v, .01, (cached_psi if cached else psi(), t, v) if view else None, clipping,
+                                                    static=step_mode == 'graph')
             private_update(dp, *clipped)
+    if step_mode == 'graph': step = graphed(step)  # its warm-up steps run here; `step` now replays the captured kernels
     step()
     sync()  # warm-up
     seconds = _median_seconds(step, repeats, sync)
     peak = _peak_bytes(dev)
     res = {'seconds': seconds, 'step_peak_bytes': _step_peak_bytes(step, dev), 'peak_extra_bytes': peak - base, 'peak_bytes': peak,
-           'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu', 'precision': precision}
+           'device': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu', 'precision': precision, 'step_mode': step_mode}
     if method == 'nonprivate':  # a validation batch: the forward pass alone at 4·B (as `pose_dataloaders`), from what the runs keep of the crops
         xv = feed(_random_batch(4 * bs, input_size, dev)[0])
         def validate():
@@ -131,13 +133,13 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
         res['refresh_seconds'] = _median_seconds(refresh, 3, sync)
     queue.put(res)
 
-def _measure(method, strategy, cached, *args, clipping='ghost', precision='fp32')->dict:
+def _measure(method, strategy, cached, *args, clipping='ghost', precision='fp32', step_mode='eager')->dict:
     "`_step_cost` of one method in a fresh process (peak memory is per process on a CPU)."
     from dphpe.bench import _step_cost  # spawned children import it from the package (also when called from a notebook)
     backbone, input_size, bs, repeats, k, m = args
     ctx = mp.get_context('spawn')
     q = ctx.Queue()
-    p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, clipping, precision, q))
+    p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, clipping, precision, q, step_mode))
     p.start()
     p.join()  # the result is a small dict: it fits the queue's pipe, so joining first cannot deadlock
     if p.exitcode: raise RuntimeError(f"Benchmarking {method!r} failed in its process (exit code {p.exitcode}); its traceback is above.")
@@ -150,11 +152,14 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
                  repeats:int=10, # timed steps per method (median reported)
                  k:int=50, m:int=100, refresh:int=50, # subspace rank, public samples, steps between refreshes
                  precision:str='fp32', # 'bf16': forward passes under autocast (GPUs), norms and sums in float32
+                 step_mode:str='eager', # 'graph': each step captured as a CUDA graph and replayed (`graphed`; GPUs only)
                 )->dict:
     "Step time and peak memory of each method against the non-private step; ms per sample, with and without the prefix cache, and by both ways of clipping."
     if precision not in ('fp32', 'bf16'): raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}.")
+    if step_mode not in ('eager', 'graph'): raise ValueError(f"step_mode must be 'eager' or 'graph', got {step_mode!r}.")
+    if step_mode == 'graph' and not torch.cuda.is_available(): raise ValueError("step_mode 'graph' captures CUDA graphs: it needs a CUDA GPU (use 'eager' here).")
     args, ms = (backbone, input_size, bs, repeats, k, m), lambda r: 1e3 * r['seconds'] / bs
-    measure = partial(_measure, precision=precision)  # every step below at this precision
+    measure = partial(_measure, precision=precision, step_mode=step_mode)  # every step below at this precision and mode
     cached = set_strategy(pose_model(backbone, 16, input_size), strategy).prefix_frozen()  # as the runs train (`preload_crops`)
     out = {meth: measure(meth, strategy, cached, *args) for meth in ['nonprivate', *METHODS]}
     ref = out['nonprivate']
@@ -166,12 +171,13 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
     res['nonprivate'] = {'seconds': ref['seconds'], 'ms_per_sample': ms(ref), 'step_peak_mb': ref['step_peak_bytes'] / 2**20,
                          'peak_extra_mb': ref['peak_extra_bytes'] / 2**20, 'peak_mb': ref['peak_bytes'] / 2**20, 'device': ref['device'], 'precision': ref['precision'],
                          'valid_ms_per_sample': 1e3 * ref['valid_seconds'] / bs}
-    res['step_mode'], res['batch'] = 'eager', bs  # how the steps ran (fastai/Opacus' eager step), at which batch
+    res['step_mode'], res['batch'] = step_mode, bs  # how the steps ran (eager: as a run takes them; graph: replayed), at which batch
     res['projection_refresh_fraction'] = out['projection']['refresh_seconds'] / (refresh * out['projection']['seconds'])
     res['nonprivate_ms_per_sample'] = {s: ms(ref) if s == strategy else ms(measure('nonprivate', s, False, *args)) for s in STRATEGIES}
-    vmap = measure('dpsgd', strategy, cached, *args, clipping='vmap')  # DP-SGD with torch.func's per-sample gradients, side by side
-    res['clipping'] = {'ghost': res['dpsgd']['ms_per_sample'], 'vmap': ms(vmap), 'vmap_time_ratio': vmap['seconds'] / ref['seconds'],
-                       'vmap_mem_ratio': mem(vmap, 'step_peak_bytes')}
+    if step_mode == 'eager':  # DP-SGD with torch.func's per-sample gradients, side by side (the eager comparison of the two clippings)
+        vmap = measure('dpsgd', strategy, cached, *args, clipping='vmap')
+        res['clipping'] = {'ghost': res['dpsgd']['ms_per_sample'], 'vmap': ms(vmap), 'vmap_time_ratio': vmap['seconds'] / ref['seconds'],
+                           'vmap_mem_ratio': mem(vmap, 'step_peak_bytes')}
     if cached:  # the same steps from the images, as before the cache: side by side, in one run
         res['uncached_ms_per_sample'] = {meth: ms(measure(meth, strategy, False, *args)) for meth in ('nonprivate', 'dpsgd')}
         res['prefix_cache_speedup'] = {meth: v / res[meth]['ms_per_sample'] for meth, v in res['uncached_ms_per_sample'].items()}

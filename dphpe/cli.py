@@ -343,7 +343,7 @@ def cmd_bench(args):
     from dphpe.methods import METHODS
     from dphpe.bench import method_costs, bench_summary, precision_agreement
     configs = bench_configs('embedded' if args.quick else 'real' if args.real else 'all', args.bs)
-    res = {name: method_costs(**cfg, repeats=args.repeats, precision=args.precision) for name, cfg in configs.items()}
+    res = {name: method_costs(**cfg, repeats=args.repeats, precision=args.precision, step_mode=args.step_mode) for name, cfg in configs.items()}
     out = {n: bench_summary(r) for n, r in res.items()}
     if args.precision == 'bf16':  # does the clipped sum survive bf16? (one batch, same weights, against float32)
         for n, cfg in configs.items(): out[n]['precision_agreement'] = {k: float(f'{v:.3g}') for k, v in precision_agreement(**cfg).items()}
@@ -354,11 +354,11 @@ def cmd_bench(args):
     for name, r in res.items():
         c = configs[name]
         print(f"{name} model ({c['backbone']}, {c['input_size'][0]}x{c['input_size'][1]}, batch {c['bs']}, {c.get('strategy', 'finetune')}, on {r['nonprivate']['device']}, "
-              f"{args.precision}, medians of {args.repeats} steps): non-private step {r['nonprivate']['ms_per_sample']:.2f} ms per sample, its tensors {r['nonprivate']['step_peak_mb']:.1f} MB at their peak")
+              f"{args.precision}, {args.step_mode} steps, medians of {args.repeats}): non-private step {r['nonprivate']['ms_per_sample']:.2f} ms per sample, its tensors {r['nonprivate']['step_peak_mb']:.1f} MB at their peak")
         for m in METHODS: print(f"  {m:<20}time x{r[m]['time_ratio']:.2f}   memory x{r[m]['mem_ratio']:.2f} (process x{r[m]['process_mem_ratio']:.2f})   {r[m]['ms_per_sample']:.2f} ms per sample")
         print(f"  projection refresh: {100 * r['projection_refresh_fraction']:.1f}% of the step time it serves (every 50 steps)")
-        cl = r['clipping']
-        print(f"  DP-SGD clipping layer by layer {cl['ghost']:.2f} ms per sample, with torch.func's per-sample gradients {cl['vmap']:.2f} "
+        cl = r.get('clipping', {})
+        if cl: print(f"  DP-SGD clipping layer by layer {cl['ghost']:.2f} ms per sample, with torch.func's per-sample gradients {cl['vmap']:.2f} "
               f"(x{cl['vmap_time_ratio']:.2f} the non-private step, memory x{cl['vmap_mem_ratio']:.2f})")
         print("  non-private ms per sample by strategy: " + ", ".join(f"{s} {v:.2f}" for s, v in r['nonprivate_ms_per_sample'].items()))
         for m, v in r.get('prefix_cache_speedup', {}).items():
@@ -487,6 +487,7 @@ def parser()->argparse.ArgumentParser:
     b.add_argument('--bs', type=int, default=None, help="batch size (default: the preset's)")
     b.add_argument('--repeats', type=int, default=10, help='timed steps per method (the median is reported)')
     b.add_argument('--precision', choices=('fp32', 'bf16'), default='fp32', help='bf16: forward passes under autocast (for GPUs); norms and sums stay float32')
+    b.add_argument('--step-mode', dest='step_mode', choices=('eager', 'graph'), default='eager', help='graph: each step captured once as a CUDA graph and replayed (GPUs only)')
     b.set_defaults(func=cmd_bench)
     ck = sub.add_parser('checkpoint', help='what a checkpoint holds, read without running code; --convert rewrites a trusted older one safely')
     ck.add_argument('path', help="a checkpoint file: a run's checkpoint.pth, a pretrained model")

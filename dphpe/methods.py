@@ -29,7 +29,7 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['METHODS', 'OPTIMIZERS', 'BASES', 'MASK_PRIVATE', 'SWITCH_METHODS', 'gram64', 'PublicSubspace', 'flat', 'unflat',
            'PoseDPOptimizer', 'pad_sizes', 'padding_row', 'real_rows', 'poisson_loader', 'private_gradients',
-           'private_update', 'public_gradients', 'batch_means', 'PrivateStep', 'view_key', 'private_tokens',
+           'private_update', 'graphed', 'public_gradients', 'batch_means', 'PrivateStep', 'view_key', 'private_tokens',
            'check_switch', 'private_learner']
 
 # %% ../nbs/09_methods.ipynb #8e5003f3
@@ -138,6 +138,7 @@ def private_gradients(model:PoseModel, # model in train mode
                       loss_scale:float=1., # multiply every loss by this before clipping (2: the authors' Σ_j over joints)
                       real:torch.Tensor=None, # (B,) bool: the rows that are persons, False for padding (`real_rows`); None: all
                       public_real:torch.Tensor=None, # the same for the public rows (ψ of a padded batch); None: all
+                      static:bool=False, # every row's loss, padding rows 0: no shape depends on the data (a step captured as a CUDA graph)
                      )->tuple:
     "(clipped sum Σᵢ clip_C(gᵢ) per parameter, per-sample losses of the real rows, plain public gradient per parameter or None), from one forward and backward."
     n, npub, s = len(x), len(public[0]) if public is not None else 0, loss_scale
@@ -149,7 +150,8 @@ def private_gradients(model:PoseModel, # model in train mode
     W[:clipped, 0] = s * clip_factors(s * g.norms[:clipped], C) * keep[:clipped]  # gradients of s·ℓ are s·g: s·g·min(1, C/‖s·g‖); padding: 0
     if npub: W[n:, 1] = s * keep[n:] / keep[n:].sum().clamp(min=1)  # public rows: the mean public loss over the real ones
     sums = g.weighted_sum(W)
-    return [w[0] for w in sums], s * g.losses[:n][keep[:n].bool()], ([w[1] for w in sums] if npub else None)
+    losses = s * g.losses[:n] * keep[:n] if static else s * g.losses[:n][keep[:n].bool()]  # selecting rows waits for the GPU: not in a graph
+    return [w[0] for w in sums], losses, ([w[1] for w in sums] if npub else None)
 
 # %% ../nbs/09_methods.ipynb #33061c41
 def private_update(dp:PoseDPOptimizer, # the optimizer over the model's trainable parameters
@@ -163,6 +165,24 @@ def private_update(dp:PoseDPOptimizer, # the optimizer over the model's trainabl
     dp.step()
     dp.zero_grad()
     return losses
+
+# %% ../nbs/09_methods.ipynb #744d7c54
+def graphed(step, # a function of no arguments whose tensors stay in place between calls (static inputs, parameters, optimizer state)
+            warmup:int=3, # eager calls on a side stream first: they load the kernels and allocate state (real steps)
+            pool=None, # memory pool shared with the graphs of the other padded sizes (`torch.cuda.graph_pool_handle()`)
+            generators:tuple=(), # `torch.Generator`s the step draws noise from besides CUDA's default (advanced on every replay)
+           ):
+    "`step` captured as a CUDA graph; returns the function that replays it (every kernel of `step`, no Python)."
+    if not torch.cuda.is_available(): raise RuntimeError("graphed captures CUDA kernels and this machine has no CUDA GPU: call the step itself (the eager reference).")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup): step()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    for gen in generators: g.register_generator_state(gen)
+    with torch.cuda.graph(g, pool=pool): step()
+    return g.replay
 
 # %% ../nbs/09_methods.ipynb #9fbeba82
 def public_gradients(model:PoseModel, # model in train mode
