@@ -408,8 +408,10 @@ def grid_estimate(bench:dict, # a GPU bench file: {'real <strategy>': `bench_sum
     v_ms = [bench[f"real {at[p['strategy']]}"].get('valid_ms_per_sample') for p in runs]
     val = None if None in v_ms else sum(p['epochs'] * valid * ms / 1e3 for p, ms in zip(runs, v_ms))
     first = bench[f'real {at["finetune"]}']
+    batch = bench.get('batch', first.get('batch', runs[0]['bs']))  # files from before the bench said its batch: the grid's
+    if batch != runs[0]['bs']: raise ValueError(f"The bench timed B = {batch} but {preset!r} trains at B = {runs[0]['bs']}: time it at the grid's batch (`dphpe bench --real --bs {runs[0]['bs']}`).")
     return {'gpu_hours': (train + (val or 0)) / 3600 / (throughput or 1), 'device': first['device'], 'runs': len(runs), 'per_gpu': per_gpu,
-            'throughput': throughput or 1., 'step_mode': bench.get('step_mode', first.get('step_mode', 'eager')), 'batch': bench.get('batch', first.get('batch', runs[0]['bs'])),
+            'throughput': throughput or 1., 'step_mode': bench.get('step_mode', first.get('step_mode', 'eager')), 'batch': batch,
             'train_hours': train / 3600, 'valid_hours': None if val is None else val / 3600, 'preset': preset, 'persons': persons, 'valid_persons': valid}
 
 def write_grid_estimate(bench:Path, # a GPU bench file (`dphpe bench --real --json`)
