@@ -349,7 +349,7 @@ NEAR_ZERO = .25  # P4: a bound "near 0" is at most this share of the run's ε
 
 def _expected_rows()->pd.DataFrame:
     "Every row of a full audit table (method, ε, canary, claimed ε), ran or not."
-    runs = [('nonprivate', np.nan)] + [(m, e) for m in METHODS for e in AUDIT_EPSILONS]  # as `audit_grid`
+    runs = [(p['method'], np.nan if p['method'] == 'nonprivate' else p['epsilon']) for p in audit_grid(PREREGISTERED_AUDITS[0])]
     rows = [dict(method=m, epsilon=e, canary=kind) for m, e in runs for kind in CANARIES]
     df = pd.DataFrame(rows)
     df['claimed_epsilon'] = [(c or (np.nan,))[0] for c in (claimed(r.method, r.canary, r.epsilon, 1e-5) for r in df.itertuples())]
