@@ -4,17 +4,17 @@
 
 # %% ../nbs/90_cli.ipynb #34183622
 from __future__ import annotations
-import argparse, contextlib, io, json, math, re, sys, time
+import argparse, contextlib, io, json, math, os, re, sys, time
 from pathlib import Path
 import numpy as np
 from .quiet import fastai_quietly
 
 # %% auto #0
-__all__ = ['NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'check_synth', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study',
-           'param_value', 'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'cmd_report', 'study_preset',
-           'dataset_folder', 'train_config', 'cmd_pretrain', 'cmd_baselines', 'checkpoint_summary', 'cmd_checkpoint',
-           'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench',
-           'cmd_probe', 'parser', 'main']
+__all__ = ['STEP_MODE_CHOICES', 'STEP_MODE_HELP', 'NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'check_synth', 'cmd_data_synth',
+           'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value', 'set_step_mode', 'cmd_run', 'where_filter',
+           'cmd_sweep', 'bench_costs', 'cmd_report', 'study_preset', 'dataset_folder', 'train_config', 'cmd_pretrain',
+           'cmd_baselines', 'checkpoint_summary', 'cmd_checkpoint', 'cmd_regime', 'cmd_calibrate', 'write_regime',
+           'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench', 'cmd_probe', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -121,12 +121,24 @@ def param_value(s:str):
         except ValueError: pass
     return {'None': None, 'True': True, 'False': False}.get(s, s)
 
+STEP_MODE_CHOICES = ('eager', 'graph')
+STEP_MODE_HELP = "how private runs take their steps: 'eager' (default) or 'graph' (each replayed from a CUDA graph; CUDA GPUs only)"
+
+def set_step_mode(mode:str|None):
+    "Hand `--step-mode` to the runs this command starts (`$DPHPE_STEP_MODE`, read by `dphpe.experiment.step_mode`); None leaves it as it is."
+    if mode is None: return
+    if mode == 'graph':
+        import torch
+        if not torch.cuda.is_available(): raise ValueError("--step-mode graph replays CUDA graphs and this machine has no CUDA GPU; leave it out.")
+    os.environ['DPHPE_STEP_MODE'] = mode
+
 def cmd_run(args):
     "`dphpe run`: one configuration, the experiment notebook executed by papermill in a process of its own."
     from dphpe.experiment import run_params, run_name
     from dphpe.runner import execute_run
     params = {'preset': 'quick', **{k: param_value(v) for k, v in args.param}}
     p = run_params(**params)  # a bad configuration fails here, before papermill starts
+    set_step_mode(args.step_mode)
     out = Path(args.out or Path(args.runs)/p['preset']/run_name(p))
     try: m = execute_run(params, out, log=not args.log_output)
     except RuntimeError as e: return _fail(e.args[0])
@@ -156,6 +168,7 @@ def cmd_sweep(args):
               f"on {plan['device'].upper()} (divide by the runs that share the machine; {how})")
         return 0
     slurm = {k: v for k, v in dict(partition=args.partition, time_min=args.time_min, cpus=args.cpus_per_run, gpus=args.gpus_per_run).items() if v is not None}
+    set_step_mode(args.step_mode)
     res = sweep(args.preset, runs, args.jobs, where, args.data, stale=args.stale, gpus=args.gpus, per_gpu=args.per_gpu,
                 backend=args.backend, slurm=slurm, wait=not args.no_wait, records=args.records)
     return 1 if res['failed'] else 0
@@ -411,6 +424,7 @@ def parser()->argparse.ArgumentParser:
     r.add_argument('--out', default=None, help='run directory (default RUNS/<preset>/<run name>)')
     r.add_argument('--runs', default='runs', help='folder of the run directories (default runs)')
     r.add_argument('--log-output', dest='log_output', action='store_true', help="show the notebook's output here instead of in log.txt")
+    r.add_argument('--step-mode', dest='step_mode', choices=STEP_MODE_CHOICES, default=None, help=STEP_MODE_HELP)
     r.set_defaults(func=cmd_run)
     sw = sub.add_parser('sweep', help="every missing run of a preset's grid, in parallel processes here or as a Slurm job array")
     sw.add_argument('--preset', required=True, help='tiny, quick, full, ablation, hypotheses, humanart, paper-mpii or paper-humanart')
@@ -425,6 +439,7 @@ def parser()->argparse.ArgumentParser:
     sw.add_argument('--backend', choices=('local', 'slurm', 'submitit-local'), default='local', help="local processes (default), a Slurm job array, or the same through submitit's local executor")
     sw.add_argument('--gpus', default=None, help="local runs on these CUDA devices: 'all' or ids such as 0,1")
     sw.add_argument('--per-gpu', dest='per_gpu', type=int, default=1, help='local runs sharing one GPU (default 1)')
+    sw.add_argument('--step-mode', dest='step_mode', choices=STEP_MODE_CHOICES, default=None, help=STEP_MODE_HELP)
     sw.add_argument('--partition', default=None, help="Slurm partition (default: the cluster's)")
     sw.add_argument('--time-min', dest='time_min', type=int, default=None, help='Slurm time limit per run in minutes (default 1440)')
     sw.add_argument('--cpus-per-run', dest='cpus_per_run', type=int, default=None, help='Slurm CPUs per run (default 2)')

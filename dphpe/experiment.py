@@ -27,7 +27,7 @@ __all__ = ['RUN_PARAMETERS', 'SWITCHES', 'NONPRIVATE_SWITCHES', 'DATASETS', 'SCO
            'off_default', 'run_name', 'data_root', 'dataset_persons', 'heldout_persons', 'run_data', 'run_scores',
            'write_json_atomic', 'RunRecord', 'read_metrics', 'recorded_params', 'versions', 'source_fingerprint',
            'code_fingerprint', 'git_commit', 'run_fingerprint', 'checkpoint_meta', 'validation_curve', 'train_run',
-           'final_predictions', 'best_predictions', 'run_experiment']
+           'step_mode', 'final_predictions', 'best_predictions', 'run_experiment']
 
 # %% ../nbs/10_experiment.ipynb #eca1badb
 RUN_PARAMETERS = dict(preset='tiny', data=None, dataset='mpii', method='feature_projection', features='raw', strategy='finetune',
@@ -197,6 +197,7 @@ class RunRecord:
     cpu_seconds: float = None # the whole run's CPU time over all its threads, in s: time paused or waiting for a busy core is not in it
     threads: int = None # torch's threads (intra-op) in the run
     device: str = None # where it trained: 'cpu', 'cuda', …
+    step_mode: str = None # how its private steps ran: 'eager', or 'graph' (replayed from CUDA graphs, `$DPHPE_STEP_MODE`); None before it was recorded
     epoch_seconds: list = None # training time of each epoch, in s
     history: list = None # fastai's recorder values per epoch
     history_names: list = None # their names
@@ -308,7 +309,7 @@ def train_run(p:dict, # from `run_params`
                             p['epochs'], p['bs'], cfg.lr, cfg.wd, public=ds(splits.public), k=p['k'], refresh=p['refresh'],
                             public_weight=p['public_weight'], accountant=p['accountant'], public_batch=p['public_batch'], optimizer=p['optimizer'],
                             basis=p['basis'], public_in_private_sum=p['public_in_private_sum'], loss_scale=p['loss_scale'],
-                            mask_private=p['mask_private'], seed=p['seed'], workers=cfg.workers, cache=True)
+                            mask_private=p['mask_private'], seed=p['seed'], workers=cfg.workers, cache=True, step_mode=step_mode())
     if p['horizon']: learn.add_cb(validation_curve(p, model, splits.valid, cfg.input_size, checkpoint))
     learn.add_cbs(cbs)
     if not progress: learn.remove_cbs(learn.progress)
@@ -316,6 +317,11 @@ def train_run(p:dict, # from `run_params`
     step = learn.private_step  # a finished run took exactly epochs × 1/q Poisson steps (also when resumed or reloaded)
     learn.privacy = step.plan.record(p['epochs'] * step.steps_per_epoch)
     return learn
+
+# %% ../nbs/10_experiment.ipynb #1771ff89
+def step_mode()->str:
+    "How private runs take their steps in this process: `$DPHPE_STEP_MODE`, 'eager' (the default) or 'graph' (CUDA graphs; see `private_learner`)."
+    return os.environ.get('DPHPE_STEP_MODE', 'eager')
 
 # %% ../nbs/10_experiment.ipynb #1c1a9ed5
 def final_predictions(learn, # a trained pose `Learner` (PCKh or box-PCK metrics)
@@ -361,6 +367,7 @@ def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
                        metric=metric, scores=scores, coco=coco, privacy=getattr(learn, 'privacy', None),
                        seconds=float(sum(learn.epoch_seconds)), wall_seconds=time.time() - t0, epoch_seconds=learn.epoch_seconds,
                        cpu_seconds=time.process_time() - c0, threads=torch.get_num_threads(), device=next(learn.model.parameters()).device.type,
+                       step_mode='graph' if getattr(getattr(learn, 'private_step', None), 'capture', None) else 'eager',
                        history=learn.recorder.values, history_names=list(learn.recorder.metric_names[1:-1]),
                        train_persons=len(splits.private), public_persons=len(splits.public), valid_persons=len(splits.valid),
                        fingerprint=run_fingerprint(root), trainable=trainable_count(learn.model),

@@ -70,10 +70,13 @@ class MaskView(PublicView):
         self.public, self.fill = [MASK_LABELS[l] for l in public_labels], fill
     def view(self, images, batch):
         mask = batch.get('mask') if isinstance(batch, dict) else None
-        if mask is None or bool((mask == NO_MASK).all()):
+        capturing = mask is not None and mask.is_cuda and torch.cuda.is_current_stream_capturing()  # a CUDA graph cannot wait to read the mask
+        if mask is None or (not capturing and bool((mask == NO_MASK).all())):
             raise ValueError("The mask view needs per-pixel label maps (batch['mask']); this dataset has none. "
                              "Use the synthetic data (which writes masks) or a blur/pixelate view.")
-        keep = torch.isin(mask.long(), torch.tensor(self.public, device=mask.device)).unsqueeze(1).to(images.dtype)
+        keep = torch.zeros_like(mask, dtype=torch.bool)
+        for label in self.public: keep |= mask == label  # no tensor made from the host: the view can be captured in a CUDA graph
+        keep = keep.unsqueeze(1).to(images.dtype)
         return images * keep + self.fill * (1 - keep)
 
 # %% ../nbs/03_features.ipynb #41cf77e9

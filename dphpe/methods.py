@@ -5,8 +5,10 @@
 # %% ../nbs/09_methods.ipynb #13ed40dd
 from __future__ import annotations
 import hashlib, inspect, math
+from contextlib import contextmanager
 from pathlib import Path
 import torch
+from torch import nn
 from torch.utils.data import DataLoader
 from opacus.optimizers import DPOptimizerFastGradientClipping
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
@@ -27,10 +29,10 @@ from functools import partial
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['METHODS', 'OPTIMIZERS', 'BASES', 'MASK_PRIVATE', 'SWITCH_METHODS', 'gram64', 'PublicSubspace', 'flat', 'unflat',
-           'PoseDPOptimizer', 'pad_sizes', 'padding_row', 'real_rows', 'poisson_loader', 'private_gradients',
-           'private_update', 'graphed', 'public_gradients', 'batch_means', 'PrivateStep', 'view_key', 'private_tokens',
-           'check_switch', 'private_learner']
+__all__ = ['METHODS', 'OPTIMIZERS', 'STEP_MODES', 'BASES', 'MASK_PRIVATE', 'SWITCH_METHODS', 'gram64', 'PublicSubspace', 'flat',
+           'unflat', 'PoseDPOptimizer', 'pad_sizes', 'padding_row', 'real_rows', 'poisson_loader', 'private_gradients',
+           'private_update', 'graphed', 'StepGraphs', 'public_gradients', 'batch_means', 'PrivateStep', 'view_key',
+           'private_tokens', 'check_switch', 'private_learner']
 
 # %% ../nbs/09_methods.ipynb #8e5003f3
 def gram64(V:torch.Tensor, # (p, k)
@@ -184,6 +186,67 @@ def graphed(step, # a function of no arguments whose tensors stay in place betwe
     with torch.cuda.graph(g, pool=pool): step()
     return g.replay
 
+# %% ../nbs/09_methods.ipynb #e8cd0c40
+class StepGraphs:
+    "A training run's private step captured once per batch shape and replayed: inputs copied into static buffers, the learning rate read from tensors, the capture's warm-up steps undone."
+    def __init__(self, step, # function of a batch's tensors (None where absent) taking one private step; returns every row's loss
+                 opt:torch.optim.Optimizer, # the torch optimizer the step updates (its state; its learning rates, set by fastai's schedule)
+                 model:nn.Module, # the model whose parameters and buffers the step updates
+                 generator:torch.Generator=None, # the noise's generator (registered with every graph)
+                 capture=graphed, # captures a step of no arguments and returns its replay
+                ):
+        self.step, self.opt, self.model, self.generator, self.capture = step, opt, model, generator, capture
+        self.graphs, self.pool = {}, None
+        self.lrs = [torch.zeros((), device=next(model.parameters()).device) for _ in opt.param_groups]
+    def __call__(self, *batch)->torch.Tensor:
+        "The step on `batch` (captured first if its shapes are new); every row's loss."
+        key = tuple(None if b is None else (b.shape, b.dtype) for b in batch)
+        if key not in self.graphs: self.graphs[key] = self.captured(batch)
+        static, out, replay = self.graphs[key]
+        for s, b in zip(static, batch):
+            if s is not None: s.copy_(b)
+        with self.tensor_lrs(): replay()
+        return out[0]
+
+
+# %% ../nbs/09_methods.ipynb #80cdcea0
+@patch
+@contextmanager
+def tensor_lrs(self:StepGraphs):
+    "The optimizer reads its learning rates from `lrs`, filled with the values fastai's schedule set for this step."
+    groups = self.opt.param_groups
+    values = [g['lr'] for g in groups]
+    for t, g, v in zip(self.lrs, groups, values): t.fill_(v); g['lr'] = t
+    try: yield
+    finally:
+        for g, v in zip(groups, values): g['lr'] = v
+
+@patch
+def tensors(self:StepGraphs)->list:
+    "Every tensor a step changes in place: the model's parameters and buffers, the optimizer's state."
+    return [*self.model.parameters(), *self.model.buffers(), *(v for s in self.opt.state.values() for v in s.values() if torch.is_tensor(v))]
+
+@patch
+def captured(self:StepGraphs, batch:tuple)->tuple:
+    "(static inputs, the step's output, its replay) for `batch`'s shapes; the model, the optimizer and the noise left as they were."
+    static, out = [None if b is None else b.clone() for b in batch], [None]
+    def step(): out[0] = self.step(*static)
+    if self.pool is None and torch.cuda.is_available(): self.pool = torch.cuda.graph_pool_handle()  # one pool for every size
+    kept = {id(t): (t, t.detach().clone()) for t in self.tensors()}, self.generator.get_state() if self.generator is not None else None
+    with self.tensor_lrs(): replay = self.capture(step, pool=self.pool, generators=(self.generator,) if self.generator is not None else ())
+    self.undo(*kept)
+    return static, out, replay
+
+@patch
+@torch.no_grad()
+def undo(self:StepGraphs, tensors:dict, generator_state):
+    "Put back every tensor `tensors` kept ({id: (tensor, copy)}), in place; state created since starts at zero (as AdamW's does)."
+    for t in self.tensors():
+        if id(t) in tensors: t.copy_(tensors[id(t)][1])
+        else: t.zero_()
+    if generator_state is not None: self.generator.set_state(generator_state)
+
+
 # %% ../nbs/09_methods.ipynb #9fbeba82
 def public_gradients(model:PoseModel, # model in train mode
                      images:torch.Tensor, # (m, …) public crops, or their prefix features
@@ -224,6 +287,7 @@ class PrivateStep(Callback):
                  public_in_sum:bool=False, # clip the public rows into the noised sum too (the authors' scripts)
                  loss_scale:float=1., # multiply every loss by this before clipping
                  cache:Path=None, # folder keeping ψ's prefix features between runs (see `kept`), or None
+                 capture=None, # captures each padded size's step for replay (`graphed`: CUDA graphs, `StepGraphs`), or None: every step eager
                 ):
         if public_batch not in ('same', 'independent'): raise ValueError(f"public_batch must be 'same' or 'independent', got {public_batch!r}.")
         if clipping not in CLIPPING: raise ValueError(f"clipping must be one of {sorted(CLIPPING)}, got {clipping!r}.")
@@ -232,6 +296,7 @@ class PrivateStep(Callback):
         self.view, self.public = view, public
         self.public_batch, self.clipping, self.basis_set, self.basis_batch = public_batch, clipping, basis_set or public, basis_batch
         self.private_view, self.public_in_sum, self.loss_scale, self.cache = private_view, public_in_sum, loss_scale, cache
+        self.capture, self.graphs = capture, None
     @property
     def dp(self)->PoseDPOptimizer: return self.learn.opt.opt
 
@@ -243,6 +308,10 @@ def before_fit(self:PrivateStep):
                          f"budget (ε={self.plan.epsilon}) was calibrated for; calibrate a plan for these epochs.")
     dev = self.dp.params[0].device  # fastai's `TrainEvalCallback` (order -10) has moved the model to its device
     if self.dp.generator.device != dev: self.dp.generator = torch.Generator(dev)  # noise is drawn beside the parameters; seeded per epoch
+    if self.capture is not None:
+        if self.public_batch == 'independent': raise ValueError("Captured steps read the public rows of their own batch: public_batch='independent' draws them on the host; use 'same' or eager steps.")
+        step = lambda *batch: private_update(self.dp, *self.gradients(*batch, static=True))
+        self.graphs = StepGraphs(step, self.dp.original_optimizer, self.model, self.dp.generator, self.capture)
 
 @patch
 def before_epoch(self:PrivateStep):
@@ -256,9 +325,16 @@ def before_batch(self:PrivateStep):
     if self.dp.subspace is not None and (self.steps % self.refresh == 0 or self.steps == self.epoch * self.steps_per_epoch):
         self.refit()  # every `refresh` steps and at each epoch's start (a resumed run needs V at the weights it resumes from)
     x, joints, visible, index, mask, *_ = batch = (*self.xb, *self.yb)  # `pose_batch`'s order
-    losses = private_update(self.dp, *self.gradients(x, joints, visible, mask, pose_images(batch), index))
+    images = pose_images(batch)
+    args = (x, joints, visible, mask, None if images is x else images, index)
+    if self.graphs is not None and self.dp.extra_sum is None:  # a step with an extra sum (the audit's canaries) runs eager
+        losses = self.graphs(*args)  # every row's loss, padding rows 0
+        loss = losses.sum() / real_rows(index).sum().clamp(min=1)
+    else:
+        losses = private_update(self.dp, *self.gradients(*args))
+        loss = losses.mean() if len(losses) else torch.zeros(())
     self.steps += 1
-    self.learn.loss = self.learn.loss_grad = losses.mean() if len(losses) else torch.zeros(())
+    self.learn.loss = self.learn.loss_grad = loss
     raise CancelBatchException()  # fastai's own forward, backward and step are skipped
 
 @patch
@@ -281,7 +357,7 @@ def public_pass(self:PrivateStep, images, t, visible, mask, features:bool, index
     return self.viewed(self.view, images, mask, features, ds, rows), t, visible
 
 @patch
-def gradients(self:PrivateStep, x, joints, visible, mask, images=None, index=None)->tuple:
+def gradients(self:PrivateStep, x, joints, visible, mask, images=None, index=None, static:bool=False)->tuple:
     "(clipped sum per parameter, per-sample losses, public gradient per parameter or None) of one batch; `x`: the images or their prefix features."
     t, images = self.targets(joints), x if images is None else images
     features = images is not x
@@ -289,7 +365,7 @@ def gradients(self:PrivateStep, x, joints, visible, mask, images=None, index=Non
     if self.private_view is not None: x = self.viewed(self.private_view, images, mask, features, self.dls.train.dataset, index)
     real = None if index is None else real_rows(index).to(x.device)  # padding rows (index −1) weigh nothing
     return private_gradients(self.model, x, t, visible, self.dp.max_grad_norm, public, self.clipping, self.public_in_sum, self.loss_scale,
-                             real, real if self.public_batch == 'same' else None)
+                             real, real if self.public_batch == 'same' else None, static)
 
 # %% ../nbs/09_methods.ipynb #a310e201
 @patch
@@ -297,7 +373,9 @@ def refit(self:PrivateStep):
     "Refit the subspace to the gradients of `basis_set` at the current weights: per sample, or batch means if `basis_batch`."
     x, j, v, *_ = self.batch_of(self.basis_set)
     G = public_gradients(self.model, x, self.targets(j), v, clipping=self.clipping)
+    V = self.dp.subspace.V
     self.dp.subspace.fit(batch_means(G, self.basis_batch) if self.basis_batch else G)
+    if self.graphs is not None and V is not None: self.dp.subspace.V = V.copy_(self.dp.subspace.V)  # in place: captured steps read this tensor
 
 # %% ../nbs/09_methods.ipynb #46e0ae22
 @patch
@@ -347,6 +425,7 @@ METHODS = {
 }
 
 OPTIMIZERS = {'adamw': torch.optim.AdamW, 'sgd': partial(torch.optim.SGD, momentum=0.9)}
+STEP_MODES = {'eager': None, 'graph': graphed}  # how a run takes its steps: each one from Python, or replayed from a CUDA graph per padded size
 BASES = {'per_sample': 0, 'authors': 32}  # V from per-sample gradients of S_pub, or from means of batches of 32 of S_priv's first m persons
 MASK_PRIVATE = ('whole', 'private_tokens')  # MaskDP's private pass: the whole crop, or only its private pixels (MaskDP Algorithm 1)
 SWITCH_METHODS = {  # the methods each switch can change; elsewhere it must keep its default
@@ -391,6 +470,7 @@ def private_learner(model:PoseModel, # model with its strategy set
                     pad:tuple=(), # pad each Poisson batch up to these sizes with masked rows (`pad_sizes(bs)`: fixed shapes); (): unpadded
                     preload:bool=True, # decode the unaugmented crops once; at `finetune` also cache the frozen prefix's features
                     cache:Path|bool=False, # folder keeping the preloaded crops and features between runs (True: `crop_cache()`)
+                    step_mode:str='eager', # 'graph': each padded size's step captured as a CUDA graph and replayed (GPUs; AdamW)
                    ):
     "A fastai `Learner` that trains `model` with `method` under (ε, δ); its `privacy` holds the plan and ε spent."
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; choose one of {sorted(METHODS)} (or train non-privately).")
@@ -401,6 +481,11 @@ def private_learner(model:PoseModel, # model with its strategy set
     for name, value, default in (('basis', basis, 'per_sample'), ('public_in_private_sum', public_in_private_sum, False), ('mask_private', mask_private, 'whole')):
         check_switch(name, value, default, method)
     if not loss_scale > 0: raise ValueError(f"loss_scale must be positive, got {loss_scale!r}.")
+    if step_mode not in STEP_MODES: raise ValueError(f"Unknown step_mode {step_mode!r}; choose one of {list(STEP_MODES)}.")
+    if step_mode == 'graph':
+        if not torch.cuda.is_available(): raise ValueError("step_mode='graph' captures each step as a CUDA graph and needs a CUDA GPU; use 'eager' here.")
+        if optimizer != 'adamw': raise ValueError(f"step_mode='graph' needs optimizer='adamw' (its state and learning rate stay on the GPU); got {optimizer!r}.")
+        pad = pad or pad_sizes(bs)  # a few fixed shapes: one graph each
     if public_batch == 'independent' and spec['view'] and not public:
         raise ValueError("public_batch='independent' draws the public batch from S_pub: pass `public`.")
     if spec['project'] and (public is None or len(public) < k):
@@ -414,7 +499,8 @@ def private_learner(model:PoseModel, # model with its strategy set
     rank = min(k, -(-len(basis_set) // BASES[basis])) if BASES[basis] else k  # batch means span at most ⌈m/32⌉ directions
     sub, lam = (PublicSubspace(rank) if spec['project'] else None), (spec['public_weight'] if public_weight is None else public_weight)
     def opt_func(params, lr):
-        return OptimWrapper(opt=PoseDPOptimizer(OPTIMIZERS[optimizer](params, lr=lr, weight_decay=wd), noise_multiplier=plan.sigma,
+        graph = {'capturable': True} if step_mode == 'graph' else {}  # AdamW's step count on the GPU
+        return OptimWrapper(opt=PoseDPOptimizer(OPTIMIZERS[optimizer](params, lr=lr, weight_decay=wd, **graph), noise_multiplier=plan.sigma,
                             max_grad_norm=C, expected_batch_size=bs, subspace=sub, public_weight=lam,
                             generator=torch.Generator().manual_seed(seed)))
     dls = DataLoaders(train_dl, DataLoader(valid, 4 * bs, collate_fn=pose_batch, num_workers=workers))
@@ -422,7 +508,8 @@ def private_learner(model:PoseModel, # model with its strategy set
     view = public_view(spec['view'], valid.input_size) if spec['view'] else None
     step = PrivateStep(plan, len(train_dl), view, public, refresh, seed, public_batch=public_batch, clipping=clipping, basis_set=basis_set,
                        basis_batch=BASES[basis], private_view=private_tokens(valid.input_size) if mask_private == 'private_tokens' else None,
-                       public_in_sum=public_in_private_sum, loss_scale=loss_scale, cache=cache_folder(cache) if preload else None)
+                       public_in_sum=public_in_private_sum, loss_scale=loss_scale, cache=cache_folder(cache) if preload else None,
+                       capture=STEP_MODES[step_mode])
     learn = pose_learner(model, dls, lr, wd, opt_func=opt_func, cbs=[step])
     learn.privacy = plan.record(0)
     return learn
