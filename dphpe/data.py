@@ -20,7 +20,7 @@ __all__ = ['MPII_LAYOUT', 'COCO_LAYOUT', 'HUMANART_LAYOUT', 'NO_MASK', 'ANNOTATI
            'load_mpii', 'clean_bbox', 'box_center_scale', 'read_coco', 'coco_person', 'find_path', 'coco_persons',
            'load_coco', 'load_humanart', 'invert_affine', 'affine_transform', 'transform_points', 'warp', 'load_image',
            'crop_person', 'to_image_coords', 'sample_augmentation', 'crop_matrix', 'lr_permutation', 'PoseDataset',
-           'data_fingerprint']
+           'GatheredBatch', 'data_fingerprint']
 
 # %% ../nbs/02_data.ipynb #df018ff3
 def _frozen(a, dtype=np.float32):
@@ -393,6 +393,7 @@ class PoseDataset(Dataset):
         if bad: raise TypeError(f"Unknown augmentation option(s) {sorted(bad)}; choose from scale_factor, rot_factor, rot_prob, flip_prob.")
         self.persons, self.input_size, self.augment, self.seed, self.aug_kwargs = list(persons), tuple(input_size), augment, seed, aug_kwargs
         self.epoch, self.crops, self.kept_key = 0, None, None  # `crops`: every item decoded once (see `preload`); `kept_key`: their key on disk (`preload_crops`)
+        self.resident_on = None  # the device the crops are kept and gathered on (see `resident`), or None
     def __len__(self): return len(self.persons)
     def set_epoch(self, epoch:int): self.epoch = epoch
     def augmentation(self, i:int)->tuple:
@@ -431,6 +432,27 @@ def preload(self:PoseDataset,
     self.crops = crops
     return self
 
+
+# %% ../nbs/02_data.ipynb #7aa79bfa
+class GatheredBatch:
+    "A batch `PoseDataset.__getitems__` gathered at once from resident crops: {field: every row's values}; its length is its rows."
+    def __init__(self, fields:dict): self.fields = fields
+    def __len__(self): return len(self.fields['index'])
+
+@patch
+def resident(self:PoseDataset, device='cpu')->PoseDataset:
+    "Keep the preloaded crops on `device` and gather each batch there at once (`__getitems__`): no loop over samples, no copy from the host."
+    if self.crops is None: raise ValueError("resident keeps preloaded crops on a device: preload the dataset first (`preload` or `preload_crops`).")
+    self.crops, self.resident_on = {k: v.to(device) for k, v in self.crops.items()}, torch.device(device)
+    return self
+
+@patch
+def __getitems__(self:PoseDataset, indices:list):
+    "A DataLoader's samples `indices`: one by one, or a `GatheredBatch` when the crops are resident."
+    if self.resident_on is None: return [self[i] for i in indices]
+    fields = {k: v[torch.as_tensor(indices, dtype=torch.long).to(self.resident_on)] for k, v in self.crops.items()}
+    fields['image'] = fields['image'].float().div_(255)
+    return GatheredBatch(fields)
 
 # %% ../nbs/02_data.ipynb #e995e32a
 ANNOTATION_SUFFIXES = ('.json', '.mat', '.csv', '.txt')  # files `data_fingerprint` reads byte for byte

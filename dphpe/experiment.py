@@ -318,7 +318,7 @@ def train_run(p:dict, # from `run_params`
     learn.privacy = step.plan.record(p['epochs'] * step.steps_per_epoch)
     return learn
 
-# %% ../nbs/10_experiment.ipynb #1771ff89
+# %% ../nbs/10_experiment.ipynb #0f4e57c5
 def step_mode()->str:
     "How private runs take their steps in this process: `$DPHPE_STEP_MODE`, 'eager' (the default) or 'graph' (CUDA graphs; see `private_learner`)."
     return os.environ.get('DPHPE_STEP_MODE', 'eager')

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, default_collate
 from opacus.optimizers import DPOptimizerFastGradientClipping
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from .quiet import fastai_quietly
@@ -17,11 +17,12 @@ with fastai_quietly():  # fastai's import-time warning (see `dphpe.quiet`)
     from fastai.callback.core import Callback, CancelBatchException, CancelFitException
     from fastai.data.core import DataLoaders
     from fastai.optimizer import OptimWrapper
+    from fastai.torch_core import default_device
 from .model import PoseModel, simcc_targets
 from .train import pose_batch, pose_images, pose_learner, preload_crops, kept, cache_folder
 from .features import public_view, PublicView
 from .synth import MASK_LABELS
-from .data import PoseDataset
+from .data import PoseDataset, GatheredBatch
 from .clipping import CLIPPING, clip_factors
 
 from .privacy import PrivacyPlan
@@ -101,9 +102,12 @@ def pad_sizes(batch_size:int, # expected batch size B
     return tuple(dict.fromkeys(math.ceil(batch_size * f) for f in (1, 1.25, 1.5, 2)))
 
 def _collate_padded(samples:list, padding:dict, sizes:tuple)->tuple:
-    "`pose_batch` of `samples` filled up with `padding` rows to the first of `sizes` that holds them (unpadded above the last)."
+    "`pose_batch` of `samples` (or of a `GatheredBatch`) filled up with `padding` rows to the first of `sizes` that holds them (unpadded above the last)."
     n = next((s for s in sizes if s >= len(samples)), len(samples))
-    return pose_batch([*samples, *[padding] * (n - len(samples))])
+    if isinstance(samples, GatheredBatch) and n > len(samples):  # gathered at once on the device: the padding rows appended per field
+        extra = default_collate([padding] * (n - len(samples)))
+        return pose_batch(GatheredBatch({k: torch.cat([v, extra[k]]) for k, v in samples.fields.items()}))
+    return pose_batch(samples if isinstance(samples, GatheredBatch) else [*samples, *[padding] * (n - len(samples))])
 
 def padding_row(ds)->dict:
     "A padding row for `ds`'s batches: its first sample, with index −1 (of the same type as a sample's index)."
@@ -186,7 +190,7 @@ def graphed(step, # a function of no arguments whose tensors stay in place betwe
     with torch.cuda.graph(g, pool=pool): step()
     return g.replay
 
-# %% ../nbs/09_methods.ipynb #e8cd0c40
+# %% ../nbs/09_methods.ipynb #723aa7d6
 class StepGraphs:
     "A training run's private step captured once per batch shape and replayed: inputs copied into static buffers, the learning rate read from tensors, the capture's warm-up steps undone."
     def __init__(self, step, # function of a batch's tensors (None where absent) taking one private step; returns every row's loss
@@ -209,7 +213,7 @@ class StepGraphs:
         return out[0]
 
 
-# %% ../nbs/09_methods.ipynb #80cdcea0
+# %% ../nbs/09_methods.ipynb #64cf38ec
 @patch
 @contextmanager
 def tensor_lrs(self:StepGraphs):
@@ -493,6 +497,7 @@ def private_learner(model:PoseModel, # model with its strategy set
                          "pass `public` (see `make_splits`) or lower k.")
     basis_set = PoseDataset(private.persons[:len(public)], private.input_size) if basis == 'authors' else public
     if preload: preload_crops(model, *dict.fromkeys((private, valid, public, basis_set)), cache=cache)  # each dataset once
+    if step_mode == 'graph' and private.crops is not None: private.resident(default_device())  # batches gathered on the GPU
     q = bs / len(private)
     train_dl = poisson_loader(private, bs, seed, workers, pad)
     plan = PrivacyPlan.calibrate(epsilon, delta, q, epochs * len(train_dl), accountant)

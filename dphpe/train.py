@@ -18,7 +18,7 @@ with fastai_quietly():  # the package's first import of fastai (see `dphpe.quiet
 import json, os, time, hashlib, inspect, dataclasses, pickle
 import PIL, timm
 from pathlib import Path
-from .data import PoseDataset, to_image_coords
+from .data import PoseDataset, GatheredBatch, to_image_coords
 from .synth.generate import synth_cache, file_lock
 from .metrics import pckh_groups, pck
 from .model import PoseModel, simcc_targets, simcc_loss, decode
@@ -34,8 +34,8 @@ __all__ = ['POSE_BATCH', 'CROP_CACHE_VERSION', 'SCHEDULES', 'LEGACY_GLOBALS', 'p
 POSE_BATCH = ('image', 'joints', 'visible', 'index', 'mask')
 
 def pose_batch(samples:list)->tuple:
-    "Collate `PoseDataset` samples into (images, joints, visible, index, mask); preloaded `features` replace the images, which come last."
-    b = default_collate(samples)
+    "Collate `PoseDataset` samples (or take a `GatheredBatch`) into (images, joints, visible, index, mask); preloaded `features` replace the images, which come last."
+    b = samples.fields if isinstance(samples, GatheredBatch) else default_collate(samples)
     if "features" in b: return (b["features"], *(b[k] for k in POSE_BATCH[1:]), b["image"])
     return tuple(b[k] for k in POSE_BATCH)
 
