@@ -433,7 +433,7 @@ def preload(self:PoseDataset,
     return self
 
 
-# %% ../nbs/02_data.ipynb #7aa79bfa
+# %% ../nbs/02_data.ipynb #e4a7fb14
 class GatheredBatch:
     "A batch `PoseDataset.__getitems__` gathered at once from resident crops: {field: every row's values}; its length is its rows."
     def __init__(self, fields:dict): self.fields = fields
