@@ -450,7 +450,8 @@ def resident(self:PoseDataset, device='cpu')->PoseDataset:
 def __getitems__(self:PoseDataset, indices:list):
     "A DataLoader's samples `indices`: one by one, or a `GatheredBatch` when the crops are resident."
     if self.resident_on is None: return [self[i] for i in indices]
-    fields = {k: v[torch.as_tensor(indices, dtype=torch.long).to(self.resident_on)] for k, v in self.crops.items()}
+    rows = torch.as_tensor(indices, dtype=torch.long).to(self.resident_on)  # one copy of the indices per batch
+    fields = {k: v[rows] for k, v in self.crops.items()}
     fields['image'] = fields['image'].float().div_(255)
     return GatheredBatch(fields)
 

@@ -104,10 +104,11 @@ def pad_sizes(batch_size:int, # expected batch size B
 def _collate_padded(samples:list, padding:dict, sizes:tuple)->tuple:
     "`pose_batch` of `samples` (or of a `GatheredBatch`) filled up with `padding` rows to the first of `sizes` that holds them (unpadded above the last)."
     n = next((s for s in sizes if s >= len(samples)), len(samples))
-    if isinstance(samples, GatheredBatch) and n > len(samples):  # gathered at once on the device: the padding rows appended per field
+    if not isinstance(samples, GatheredBatch): return pose_batch([*samples, *[padding] * (n - len(samples))])
+    if n > len(samples):  # gathered at once on the device: the padding rows appended per field
         extra = default_collate([padding] * (n - len(samples)))
-        return pose_batch(GatheredBatch({k: torch.cat([v, extra[k]]) for k, v in samples.fields.items()}))
-    return pose_batch(samples if isinstance(samples, GatheredBatch) else [*samples, *[padding] * (n - len(samples))])
+        samples = GatheredBatch({k: torch.cat([v, extra[k]]) for k, v in samples.fields.items()})
+    return pose_batch(samples)
 
 def padding_row(ds)->dict:
     "A padding row for `ds`'s batches: its first sample, with index −1 (of the same type as a sample's index)."
