@@ -412,7 +412,8 @@ def grid_estimate(bench:dict, # a GPU bench file: {'real <strategy>': `bench_sum
     if batch != runs[0]['bs']: raise ValueError(f"The bench timed B = {batch} but {preset!r} trains at B = {runs[0]['bs']}: time it at the grid's batch (`dphpe bench --real --bs {runs[0]['bs']}`).")
     return {'gpu_hours': (train + (val or 0)) / 3600 / (throughput or 1), 'device': first['device'], 'runs': len(runs), 'per_gpu': per_gpu,
             'throughput': throughput or 1., 'step_mode': bench.get('step_mode', first.get('step_mode', 'eager')), 'batch': batch,
-            'train_hours': train / 3600, 'valid_hours': None if val is None else val / 3600, 'preset': preset, 'persons': persons, 'valid_persons': valid}
+            'train_hours': train / 3600, 'valid_hours': None if val is None else val / 3600, 'preset': preset, 'persons': persons, 'valid_persons': valid,
+            'costed_at': {s: a for s, a in at.items() if s != a}}  # strategies the bench did not time, and the one each was costed at
 
 def write_grid_estimate(bench:Path, # a GPU bench file (`dphpe bench --real --json`)
                         out:Path, # where to write (e.g. figures/bench/grid-estimate.json)
