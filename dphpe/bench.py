@@ -4,7 +4,7 @@
 
 # %% ../nbs/09c_bench.ipynb #b621c5d9
 from __future__ import annotations
-import multiprocessing as mp, json, os, resource, statistics, tempfile, time
+import multiprocessing as mp, gc, json, os, queue, resource, statistics, tempfile, time
 from contextlib import contextmanager
 from functools import partial
 import torch, torch.nn.functional as F
@@ -81,6 +81,7 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     dev = default_device()
+    if dev.type == 'cuda': torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats(dev)  # an earlier measurement in this process counts for nothing
     sync = torch.cuda.synchronize if dev.type == 'cuda' else (lambda: None)  # time the GPU's work, not its queueing
     amp = partial(_autocast, dev, precision)
     model = _train_model(backbone, input_size, strategy, dev)
@@ -133,10 +134,15 @@ def _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, thread
         res['refresh_seconds'] = _median_seconds(refresh, 3, sync)
     queue.put(res)
 
-def _measure(method, strategy, cached, *args, clipping='ghost', precision='fp32', step_mode='eager')->dict:
-    "`_step_cost` of one method in a fresh process (peak memory is per process on a CPU)."
+def _measure(method, strategy, cached, *args, clipping='ghost', precision='fp32', step_mode='eager', isolate:bool=None)->dict:
+    "`_step_cost` of one method: in a fresh process on a CPU (peak memory is per process there), in this one on a GPU (the allocator's peak is reset per measurement; no start-up of ~20 s per method). `isolate` overrides."
     from dphpe.bench import _step_cost  # spawned children import it from the package (also when called from a notebook)
     backbone, input_size, bs, repeats, k, m = args
+    if not (torch.cuda.device_count() == 0 if isolate is None else isolate):
+        q = queue.SimpleQueue()
+        _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, clipping, precision, q, step_mode)
+        gc.collect()  # the model, its graphs and their memory pools go before the next measurement
+        return q.get()
     ctx = mp.get_context('spawn')
     q = ctx.Queue()
     p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, clipping, precision, q, step_mode))
