@@ -138,14 +138,15 @@ def _measure(method, strategy, cached, *args, clipping='ghost', precision='fp32'
     "`_step_cost` of one method: in a fresh process on a CPU (peak memory is per process there), in this one on a GPU (the allocator's peak is reset per measurement; no start-up of ~20 s per method). `isolate` overrides."
     from dphpe.bench import _step_cost  # spawned children import it from the package (also when called from a notebook)
     backbone, input_size, bs, repeats, k, m = args
-    if not (torch.cuda.device_count() == 0 if isolate is None else isolate):
-        q = queue.SimpleQueue()
-        _step_cost(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, clipping, precision, q, step_mode)
+    if isolate is None: isolate = not torch.cuda.is_available()
+    ctx = mp.get_context('spawn')
+    q = ctx.Queue() if isolate else queue.SimpleQueue()
+    cost_args = (method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, clipping, precision, q, step_mode)
+    if not isolate:
+        _step_cost(*cost_args)
         gc.collect()  # the model, its graphs and their memory pools go before the next measurement
         return q.get()
-    ctx = mp.get_context('spawn')
-    q = ctx.Queue()
-    p = ctx.Process(target=_step_cost, args=(method, backbone, input_size, strategy, bs, repeats, k, m, torch.get_num_threads(), cached, clipping, precision, q, step_mode))
+    p = ctx.Process(target=_step_cost, args=cost_args)
     p.start()
     p.join()  # the result is a small dict: it fits the queue's pipe, so joining first cannot deadlock
     if p.exitcode: raise RuntimeError(f"Benchmarking {method!r} failed in its process (exit code {p.exitcode}); its traceback is above.")

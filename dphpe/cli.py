@@ -10,11 +10,11 @@ import numpy as np
 from .quiet import fastai_quietly
 
 # %% auto #0
-__all__ = ['STEP_MODE_CHOICES', 'STEP_MODE_HELP', 'NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'check_synth', 'cmd_data_synth',
-           'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value', 'set_step_mode', 'cmd_run', 'where_filter',
-           'cmd_sweep', 'bench_costs', 'cmd_report', 'study_preset', 'dataset_folder', 'train_config', 'cmd_pretrain',
-           'cmd_baselines', 'checkpoint_summary', 'cmd_checkpoint', 'cmd_regime', 'cmd_calibrate', 'write_regime',
-           'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench', 'cmd_probe', 'parser', 'main']
+__all__ = ['STEP_MODE_CHOICES', 'STEP_MODE_HELP', 'REAL_STRATEGIES', 'NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'check_synth',
+           'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value', 'set_step_mode', 'cmd_run',
+           'where_filter', 'cmd_sweep', 'bench_costs', 'cmd_report', 'study_preset', 'dataset_folder', 'train_config',
+           'cmd_pretrain', 'cmd_baselines', 'checkpoint_summary', 'cmd_checkpoint', 'cmd_regime', 'cmd_calibrate',
+           'write_regime', 'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench', 'cmd_probe', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -340,14 +340,16 @@ def cmd_noise(args):
     return 0
 
 # %% ../nbs/90_cli.ipynb #0157d423
+REAL_STRATEGIES = ('finetune', 'finetune_full')  # the strategies `dphpe bench --real` times
+
 def bench_configs(models:str='all', # 'embedded' (the `quick` preset's model), 'real' (TinyViT-5M at 256×192) or 'all'
                   bs:int=None, # batch size (default: the preset's, and 32 for the real model)
-                  strategies:tuple=('finetune', 'finetune_full'), # the real model's strategies to time (each a few minutes on a GPU)
+                  strategies:tuple=REAL_STRATEGIES, # the real model's strategies to time (each a few minutes on a GPU)
                  )->dict:
     "The models `dphpe bench` times, by name: keyword arguments of `method_costs`."
     from dphpe.presets import STUDY_PRESETS
     if models not in ('embedded', 'real', 'all'): raise ValueError(f"models must be 'embedded', 'real' or 'all', got {models!r}.")
-    if bad := set(strategies) - {'finetune', 'finetune_full'}: raise ValueError(f"The real model is timed at 'finetune' or 'finetune_full', got {sorted(bad)}.")
+    if bad := set(strategies) - set(REAL_STRATEGIES): raise ValueError(f"The real model is timed at 'finetune' or 'finetune_full', got {sorted(bad)}.")
     emb = STUDY_PRESETS['quick'].train  # the embedded study's model, input size and batch
     configs = {'embedded': dict(backbone=emb.backbone, input_size=emb.input_size, bs=bs or emb.bs)}
     real = {f'real {s}': dict(backbone='tinyvit_5m', input_size=(256, 192), bs=bs or 32, strategy=s) for s in strategies}
@@ -357,7 +359,7 @@ def cmd_bench(args):
     "`dphpe bench`: step time and memory of each private method relative to the non-private step."
     from dphpe.methods import METHODS
     from dphpe.bench import method_costs, bench_summary, precision_agreement
-    configs = bench_configs('embedded' if args.quick else 'real' if args.real else 'all', args.bs, (args.strategy,) if args.strategy else ('finetune', 'finetune_full'))
+    configs = bench_configs('embedded' if args.quick else 'real' if args.real else 'all', args.bs, (args.strategy,) if args.strategy else REAL_STRATEGIES)
     res = {name: method_costs(**cfg, repeats=args.repeats, precision=args.precision, step_mode=args.step_mode) for name, cfg in configs.items()}
     out = {n: bench_summary(r) for n, r in res.items()}
     if args.precision == 'bf16':  # does the clipped sum survive bf16? (one batch, same weights, against float32)
@@ -505,7 +507,7 @@ def parser()->argparse.ArgumentParser:
     b.add_argument('--repeats', type=int, default=10, help='timed steps per method (the median is reported)')
     b.add_argument('--precision', choices=('fp32', 'bf16'), default='fp32', help='bf16: forward passes under autocast (for GPUs); norms and sums stay float32')
     b.add_argument('--step-mode', dest='step_mode', choices=('eager', 'graph'), default='eager', help='graph: each step captured once as a CUDA graph and replayed (GPUs only)')
-    b.add_argument('--strategy', choices=('finetune', 'finetune_full'), default=None, help='time the real model at this strategy only (default: both)')
+    b.add_argument('--strategy', choices=REAL_STRATEGIES, default=None, help='time the real model at this strategy only (default: both)')
     b.set_defaults(func=cmd_bench)
     ck = sub.add_parser('checkpoint', help='what a checkpoint holds, read without running code; --convert rewrites a trusted older one safely')
     ck.add_argument('path', help="a checkpoint file: a run's checkpoint.pth, a pretrained model")
