@@ -93,7 +93,7 @@ PAIRS = (('feature', 'dpsgd'), ('projection', 'dpsgd'), ('feature_projection', '
 def dp_claims(private:pd.DataFrame, # private runs of one dataset
               at:callable, # the lookup the values come from: `at(method, strategy, C, ε)` (`mean_lookup`)
              )->list:
-    "The `Claim`s about the methods in `private`: method pairs and growth with ε per (strategy, C) block, smaller C per strategy."
+    "The `Claim`s about the methods in `private`: method pairs and growth with ε per (strategy, C) block, smaller C per strategy, the strategy order per C."
     out = []
     for (s, C), block in sort_rows(private, ['strategy', 'C']).groupby(['strategy', 'C'], sort=False):
         for better, worse in PAIRS:
@@ -109,6 +109,11 @@ def dp_claims(private:pd.DataFrame, # private runs of one dataset
             eps = sorted(set(runs.epsilon))
             out.append(Claim(f"{m} is better with smaller C", f"{s} (C {', '.join(map(fmt_key, Cs))}; each ε)",
                              tuple(at(m, s, c, e) for c in Cs[:-1] for e in eps), tuple(at(m, s, c, e) for c in Cs[1:] for e in eps)))
+    for (m, C), runs in sort_rows(private, ['method', 'C']).groupby(['method', 'C'], sort=False):
+        if len(ss := present(runs.strategy, STRATEGIES)) > 1:
+            eps = sorted(set(runs.epsilon))
+            out.append(Claim(f"{m}: {' ≥ '.join(ss)}", f"C = {C:g}, each ε in {', '.join(map(fmt_key, eps))}",
+                             tuple(at(m, s, C, e) for s in ss[:-1] for e in eps), tuple(at(m, s, C, e) for s in ss[1:] for e in eps)))
     return out
 
 # %% ../../nbs/12e_claims.ipynb #2e314978
