@@ -157,9 +157,11 @@ def forward_kinematics(body:dict, # from `sample_body`
 # %% ../../nbs/01a_body.ipynb #d004cac3
 def view_matrix(yaw:float, # degrees the body is turned; 0 faces the camera
                 pitch:float=0., # camera pitch, degrees
+                roll:float=0., # in-plane rotation, degrees counter-clockwise in the image (a tumbling or tilted figure)
                )->np.ndarray:
     "Rotation from the person's frame to camera coordinates (x right, y up, z toward the camera)."
-    return rot('x', pitch) @ rot('y', yaw)
+    V = rot('x', pitch) @ rot('y', yaw)
+    return rot('z', roll) @ V if roll else V
 
 def project(X:np.ndarray, # (N, 3) points in the person's frame
             V:np.ndarray, # view rotation from `view_matrix`

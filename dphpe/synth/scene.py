@@ -12,9 +12,9 @@ from .render import LIGHT, MASK_LABELS, Prim, _View, _colour, background, compos
 from .render import person_prims, rasterise, sample_look, value_noise
 
 # %% auto #0
-__all__ = ['OCCLUDABLE', 'JOINT_PARTS', 'STYLES', 'STYLE_BACKGROUND', 'FACING_MIN', 'place_person', 'sample_person',
-           'joint_parts', 'finish_photo', 'outlines', 'stylise', 'sample_scene', 'mpii_joints', 'coco_keypoints',
-           'render_person']
+__all__ = ['ART_ROLL', 'OCCLUDABLE', 'JOINT_PARTS', 'STYLES', 'STYLE_BACKGROUND', 'FACING_MIN', 'place_person', 'art_roll',
+           'sample_person', 'joint_parts', 'finish_photo', 'outlines', 'stylise', 'sample_scene', 'mpii_joints',
+           'coco_keypoints', 'render_person']
 
 # %% ../../nbs/01c_scene.ipynb #91dbc233
 def _extent(sk, V, margin=.06):
@@ -39,6 +39,12 @@ def place_person(rng:np.random.Generator, sk:Skeleton3D, V:np.ndarray, # person 
     return float(s), (float(c[0]), float(c[1]))
 
 # %% ../../nbs/01c_scene.ipynb #78c1d640
+ART_ROLL = (.25, 15.) # drawn figures: the share drawn at any in-plane angle, and the sd (degrees) of the others' tilt
+
+def art_roll(rng:np.random.Generator)->float:
+    "In-plane rotation (degrees) of a drawn figure: any angle for a share `ART_ROLL[0]` of them, else a small tilt."
+    return float(rng.uniform(-180, 180) if rng.random() < ART_ROLL[0] else rng.normal(0, ART_ROLL[1]))
+
 def sample_person(rng:np.random.Generator, # random stream
                   stylised:bool=False, # exaggerated proportions
                   family:str=None, # pose family or None (random)
@@ -49,8 +55,10 @@ def sample_person(rng:np.random.Generator, # random stream
     if yaw is None:
         u = rng.random()
         yaw = rng.normal(0, 25) if u < .45 else rng.normal(180, 25) if u < .65 else rng.uniform(-180, 180)
-    return dict(body=body, pose=pose, look=look, sk=forward_kinematics(body, pose), yaw=float(yaw),
-                V=view_matrix(yaw, rng.normal(0, 5)))
+    pitch = rng.normal(0, 5)
+    roll = art_roll(rng) if stylised else 0.  # drawn after the photo draws: a photo-like person's stream is unchanged
+    return dict(body=body, pose=pose, look=look, sk=forward_kinematics(body, pose), yaw=float(yaw), roll=roll,
+                V=view_matrix(yaw, pitch, roll))
 
 def _bystanders(rng, size, main_scale, stylised, ss):
     "Primitives of 0–2 unannotated people near the frame edges, behind (layer 1) or in front (layer 3)."
