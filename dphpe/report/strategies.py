@@ -11,7 +11,6 @@ from ..presets import PAPER_METHODS
 from ..experiment import run_name, read_metrics
 from ..sweep import grid
 from .claims import Claim, claim_rows, mean_lookup, paper_lookup, seed_lookups
-from .paper import paper_table
 from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows
 
 # %% auto #0
@@ -64,13 +63,12 @@ def predictions(eps:tuple=BLOCK_EPS, # the budgets compared
 
 # %% ../../nbs/12k_strategies.ipynb #32f0a202
 def decide(mean:Claim, # the prediction on the seeds' means
-           seeds:list, # the same on each seed's runs alone
+           judged:list, # the same on each seed's runs alone, for the seeds that ran some of its comparisons
            cells:int, # comparisons the prediction makes
            n_seeds:int=3, # seeds the plan runs
           )->str:
     "The plan's verdict: 'holds', 'does not hold', 'mixed' or 'not run yet', marked provisional while seeds or cells are missing."
     if not mean.n: return 'not run yet'
-    judged = [c for c in seeds if c.n]
     v = 'does not hold' if not mean.holds else 'holds' if all(c.holds for c in judged) else 'mixed'
     missing = [f'{len(judged)} of {n_seeds} seeds'] * (len(judged) < n_seeds) + [f'{mean.n} of {cells} comparisons'] * (mean.n < cells)
     return v + (f" (provisional: {', '.join(missing)})" if missing else '')
@@ -83,22 +81,21 @@ def strategy_claims(df:pd.DataFrame, # rows of `collect_runs` of the block's rec
     rows = []
     for sid, (words, pairs) in predictions().items():
         make = lambda at: Claim(sid, '', tuple(at(*x) for x, _ in pairs), tuple(at(*y) for _, y in pairs))
-        mean, paper, seeds = make(ours), make(paper_lookup('mpii')), [make(at) for at in per_seed.values()]
-        judged = [c for c in seeds if c.n]
+        mean, paper = make(ours), make(paper_lookup('mpii'))
+        judged = [c for at in per_seed.values() if (c := make(at)).n]
         rows.append(dict(id=sid, prediction=words, compared=f'{mean.n} of {len(pairs)}', ours=mean.verdict, paper=paper.verdict,
                          seeds=f'{sum(c.holds for c in judged)} of {len(judged)}', **{'mean gap, ours': np.mean(mean.gaps) if mean.n else np.nan,
-                         'mean gap, paper': np.mean(paper.gaps)}, verdict=decide(mean, seeds, len(pairs))))
+                         'mean gap, paper': np.mean(paper.gaps)}, verdict=decide(mean, judged, len(pairs))))
     return pd.DataFrame(rows)
 
 # %% ../../nbs/12k_strategies.ipynb #56186581
 def block_means(df:pd.DataFrame, # rows of `collect_runs` of the block's records
                )->pd.DataFrame:
     "Mean PCKh@0.5 per (strategy, C, method) and ε: ours 'mean ± std' over seeds with the paper's in brackets (MaskDP: ours alone)."
-    private = df[(df.dataset == 'mpii') & (df.method != 'nonprivate')]
-    paper = paper_table('mpii_dp')
+    private, paper = df[(df.dataset == 'mpii') & (df.method != 'nonprivate')], paper_lookup('mpii')
     def cell(d, m, s, C, e):
-        p = paper[(paper.method == m) & (paper.strategy == s) & np.isclose(paper.C, C) & np.isclose(paper.epsilon, e)].Mean
-        return fmt_pm(d.Mean.mean(), d.Mean.std(ddof=1) if len(d) > 1 else np.nan) + (f' ({p.iloc[0]:.2f})' if len(p) else '')
+        p = paper(m, s, C, e)
+        return fmt_pm(d.Mean.mean(), d.Mean.std(ddof=1) if len(d) > 1 else np.nan) + ('' if np.isnan(p) else f' ({p:.2f})')
     rows = [dict(strategy=s, C=fmt_key(C), method=METHOD_NAMES[m], seeds=d.seed.nunique(),
                  **{f'ε {fmt_key(e)}': cell(d[np.isclose(d.epsilon, e)], m, s, C, e) for e in BLOCK_EPS})
             for (s, C, m), d in sort_rows(private, ['strategy', 'C', 'method']).groupby(['strategy', 'C', 'method'], sort=False)]
