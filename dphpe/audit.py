@@ -25,7 +25,7 @@ from .features import Splits, make_splits
 from .methods import METHODS, flat, unflat
 from .model import trainable_count
 from .pretrain import public_pretraining, initial_model
-from .report.tables import write_table, markdown_table
+from .report.tables import write_table, markdown_table, read_table_csv
 from .synth import MASK_LABELS
 from .train import SimCCLoss, pose_batch
 from .presets import STUDY_PRESETS
@@ -36,7 +36,8 @@ __all__ = ['AUDIT_GUESSES', 'CANARIES', 'PERSON_CANARIES', 'PAIRED', 'COVERING_V
            'PREREGISTERED_AUDITS', 'NEAR_ZERO', 'AUDIT_PREDICTIONS', 'audit_p_value', 'eps_lower_bound',
            'audit_guesses', 'tpr_at_fpr', 'audit_scores', 'best_audit', 'mislabel', 'twin', 'AuditData', 'audit_data',
            'canary_losses', 'trainable_vector', 'canary_scores', 'GradientCanaries', 'ScaleNoise', 'claimed',
-           'audit_name', 'audit_run', 'audit_grid', 'audit_table', 'audit_markdown', 'write_audit', 'audit_verdicts']
+           'audit_name', 'audit_run', 'audit_grid', 'audit_table', 'kept_rows', 'audit_markdown', 'write_audit',
+           'audit_verdicts']
 
 # %% ../nbs/14_audit.ipynb #74cab24f
 def audit_p_value(m:int, # canaries, each in the private set with probability ½
@@ -317,9 +318,22 @@ def audit_table(audits:Path, # folder of audit directories
     runs = [json.loads(f.read_text()) for f in sorted(Path(audits).glob('*/audit.json'))]
     rows = [r for a in runs if a['noise_scale'] == 1 for r in a['rows']]
     if not rows: raise ValueError(f"No finished audit under {audits}; run `dphpe audit` first.")
+    return _audit_order(pd.DataFrame(rows)[AUDIT_COLUMNS])
+
+def _audit_order(df:pd.DataFrame)->pd.DataFrame:
+    "Rows ordered by canary kind, method and ε (non-private first)."
     order = {k: i for i, k in enumerate(['nonprivate', *METHODS, *CANARIES])}
-    df = pd.DataFrame(rows)[AUDIT_COLUMNS]
     return df.sort_values(['canary', 'method', 'epsilon'], key=lambda c: c.map(order) if c.name != 'epsilon' else c, na_position='first').reset_index(drop=True)
+
+def kept_rows(t:pd.DataFrame, # the finished audits' rows (`audit_table`)
+              earlier:Path, # an earlier `audit.csv`
+             )->pd.DataFrame:
+    "`t` with the rows of `earlier` whose run (method, ε) has no finished audit in `t`: the table outlives the runs' folders."
+    if not Path(earlier).exists(): return t
+    old = read_table_csv(earlier).astype({'epsilon': float})
+    key = lambda d: list(zip(d.method, d.epsilon.astype(float).fillna(-1)))
+    gone = old[[k not in set(key(t)) for k in key(old)]]
+    return _audit_order(pd.concat([t.astype({'epsilon': float}), gone], ignore_index=True)) if len(gone) else t
 
 def audit_markdown(t:pd.DataFrame)->str:
     "The audit table in Markdown: ε = ∞ for non-private training, 'not covered' where the guarantee claims nothing."
@@ -332,9 +346,11 @@ def audit_markdown(t:pd.DataFrame)->str:
 def write_audit(audits:Path, # folder of audit directories
                 out:Path, # the report folder
                 verdicts:bool=False, # also write the plan's verdicts (`audit_verdicts`) as `verdicts.csv` / `verdicts.md`
+                keep:bool=True, # keep `out/audit.csv`'s rows of runs with no finished audit under `audits` (`kept_rows`)
                )->list:
     "Write `audit.csv` and `audit.md` (and the verdicts) into `out`; return the paths."
     out, t = Path(out), audit_table(audits)
+    if keep: t = kept_rows(t, out/'audit.csv')
     out.mkdir(parents=True, exist_ok=True)
     caption = ("Privacy audit (synthetic data): ε lower bounds at 95 % confidence, one training run per method and ε (Steinke, Nasr & Jagielski 2023); "
                "claimed_epsilon: what the method's guarantee gives against that canary (empty: not covered)")

@@ -170,7 +170,7 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
     cached = set_strategy(pose_model(backbone, 16, input_size), strategy).prefix_frozen()  # as the runs train (`preload_crops`)
     out = {meth: measure(meth, strategy, cached, *args) for meth in ['nonprivate', *METHODS]}
     ref = out['nonprivate']
-    mem = lambda r, key: r[key] / max(ref[key], 1)
+    mem = lambda r, key: r[key] / ref[key] if ref[key] else None  # None: a replayed graph allocates nothing outside its pool, so no step peak to compare
     res = {meth: {'time_ratio': r['seconds'] / ref['seconds'], 'mem_ratio': mem(r, 'step_peak_bytes'), 'process_mem_ratio': mem(r, 'peak_extra_bytes'),
                   'seconds': r['seconds'], 'ms_per_sample': ms(r), 'step_peak_mb': r['step_peak_bytes'] / 2**20,
                   'peak_extra_mb': r['peak_extra_bytes'] / 2**20, 'peak_mb': r['peak_bytes'] / 2**20}
@@ -194,7 +194,7 @@ def method_costs(backbone:str='tinyvit_embedded_s16', # a key of `BACKBONES`
 # %% ../nbs/09c_bench.ipynb #a30db234
 def bench_summary(r:dict)->dict:
     "The numbers of one `method_costs` result worth printing: ratios, ms per sample, cache speed-ups, refresh share."
-    rnd = lambda d, n=3: {k: round(v, n) for k, v in d.items()}
+    rnd = lambda d, n=3: {k: v if v is None else round(v, n) for k, v in d.items()}
     return {**{m: rnd({k: r[m][k] for k in ('time_ratio', 'mem_ratio', 'process_mem_ratio', 'ms_per_sample')}) for m in METHODS},
             'nonprivate_ms_per_sample': rnd(r['nonprivate_ms_per_sample']), 'projection_refresh_fraction': round(r['projection_refresh_fraction'], 4),
             **{k: rnd(r[k]) for k in ('uncached_ms_per_sample', 'prefix_cache_speedup', 'clipping') if k in r}, 'device': r['nonprivate']['device'], 'precision': r['nonprivate']['precision'],

@@ -372,7 +372,8 @@ def cmd_bench(args):
         c = configs[name]
         print(f"{name} model ({c['backbone']}, {c['input_size'][0]}x{c['input_size'][1]}, batch {c['bs']}, {c.get('strategy', 'finetune')}, on {r['nonprivate']['device']}, "
               f"{args.precision}, {args.step_mode} steps, medians of {args.repeats}): non-private step {r['nonprivate']['ms_per_sample']:.2f} ms per sample, its tensors {r['nonprivate']['step_peak_mb']:.1f} MB at their peak")
-        for m in METHODS: print(f"  {m:<20}time x{r[m]['time_ratio']:.2f}   memory x{r[m]['mem_ratio']:.2f} (process x{r[m]['process_mem_ratio']:.2f})   {r[m]['ms_per_sample']:.2f} ms per sample")
+        times = lambda v: '–' if v is None else f'x{v:.2f}'  # a graphed bench has no step peak of memory (None)
+        for m in METHODS: print(f"  {m:<20}time x{r[m]['time_ratio']:.2f}   memory {times(r[m]['mem_ratio'])} (process x{r[m]['process_mem_ratio']:.2f})   {r[m]['ms_per_sample']:.2f} ms per sample")
         print(f"  projection refresh: {100 * r['projection_refresh_fraction']:.1f}% of the step time it serves (every 50 steps)")
         cl = r.get('clipping', {})
         if cl: print(f"  DP-SGD clipping layer by layer {cl['ghost']:.2f} ms per sample, with torch.func's per-sample gradients {cl['vmap']:.2f} "
