@@ -282,7 +282,7 @@ def cmd_calibrate(args):
     from dphpe.presets import STUDY_PRESETS
     from dphpe.regime import regime_card, write_calibration, write_sgd_calibration
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/'calibration'/args.preset)
-    res = sweep(args.preset, runs, args.jobs, where_filter(args.where), blocks='calibration', stale=args.stale)
+    res = sweep(args.preset, runs, args.jobs, where_filter(args.where), blocks='calibration', stale=args.stale, records=args.records)
     blocks = STUDY_PRESETS[args.preset].calibration
     names = {*res['done'], *res['ran']}  # the calibration runs the --where selected, not the grid's other seeds
     if any('nonprivate' in b.methods for b in blocks):  # the baselines that chose the preset: its card and checks
@@ -468,6 +468,7 @@ def parser()->argparse.ArgumentParser:
     cb.add_argument('--where', nargs='*', default=[], help='only runs matching NAME=VALUE[,VALUE…], e.g. seed=0')
     cb.add_argument('--runs', default=None, help='default runs/<preset>')
     cb.add_argument('--out', default=None, help='default figures/calibration/<preset>')
+    cb.add_argument('--records', default=None, help="keep each finished run's metrics.json in this folder too (e.g. figures/calibration/<preset>/records), and restore the kept ones the runs folder lacks")
     cb.set_defaults(func=cmd_calibrate)
     for c in (st, sw, cb): c.add_argument('--stale', choices=('refuse', 'keep', 'rerun'), default='refuse',  # `dphpe.sweep.STALE`
                                           help='finished runs made by other code: refuse to go on (default), keep them, or rerun them')
