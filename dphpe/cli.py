@@ -156,11 +156,11 @@ def cmd_sweep(args):
     from dphpe.sweep import sweep, sweep_plan, sweep_status
     runs, where = args.runs and Path(args.runs), where_filter(args.where)
     if args.status:
-        for state, names in sweep_status(args.preset, runs, where, args.data, records=args.records).items():
+        for state, names in sweep_status(args.preset, runs, where, args.data, args.blocks, records=args.records).items():
             print(f"{state:>12}: {len(names):4d}" + ('' if state == 'done' else f"  {', '.join(names[:3])}{', …' if len(names) > 3 else ''}"))
         return 0
     if args.plan:
-        plan = sweep_plan(args.preset, bench_costs(args.preset, args.bench), runs, where, args.data, stale=args.stale, records=args.records)
+        plan = sweep_plan(args.preset, bench_costs(args.preset, args.bench), runs, where, args.data, args.blocks, stale=args.stale, records=args.records)
         for name, s in plan['runs'].items(): print(f"  {name:<64}{s / 60:8.1f} min")
         how = (f"scaled x{plan['scale']:.2f} to the wall time of {plan['scaled_on']} finished runs" if plan['scaled_on']
                else "training steps only: no finished run to scale on, so evaluation and start-up are left out")
@@ -170,7 +170,7 @@ def cmd_sweep(args):
     slurm = {k: v for k, v in dict(partition=args.partition, time_min=args.time_min, cpus=args.cpus_per_run, gpus=args.gpus_per_run).items() if v is not None}
     set_step_mode(args.step_mode)
     res = sweep(args.preset, runs, args.jobs, where, args.data, stale=args.stale, gpus=args.gpus, per_gpu=args.per_gpu,
-                backend=args.backend, slurm=slurm, wait=not args.no_wait, records=args.records)
+                backend=args.backend, slurm=slurm, wait=not args.no_wait, records=args.records, blocks=args.blocks)
     return 1 if res['failed'] else 0
 
 def bench_costs(preset:str, # a key of `STUDY_PRESETS`
@@ -437,6 +437,7 @@ def parser()->argparse.ArgumentParser:
     sw.add_argument('--runs', default=None, help='folder of the run directories (default runs/<preset>)')
     sw.add_argument('--records', default=None, help="keep each finished run's metrics.json in this folder too (e.g. figures/<preset>/records), and restore the kept ones the runs folder lacks")
     sw.add_argument('--where', nargs='*', default=[], metavar='NAME=V1,V2', help='only runs whose parameters match')
+    sw.add_argument('--blocks', choices=('grid', 'calibration', 'all'), default='grid', help="the preset's grid (default), its calibration runs (what `dphpe calibrate` runs), or both")
     sw.add_argument('--data', default=None, help='dataset folder (real-data presets)')
     sw.add_argument('--plan', action='store_true', help='list the runs that would start and their estimated cost; run nothing')
     sw.add_argument('--bench', default=None, help='with --plan: step costs from this `dphpe bench --json` file (default: measured here)')
