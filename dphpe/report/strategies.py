@@ -4,6 +4,7 @@
 
 # %% ../../nbs/12k_strategies.ipynb #4c97a20e
 from __future__ import annotations
+from collections import Counter
 from pathlib import Path
 import numpy as np, pandas as pd
 from ..model import STRATEGIES
@@ -34,12 +35,14 @@ PLAN_STEPS = (('seed 0: finetune_full and scratch', ('finetune_full', 'scratch')
 
 def progress(records:Path, # the block's records (`figures/strategies/records`)
             )->pd.DataFrame:
-    "Per step of `PLAN_STEPS`: the runs it plans and how many have a finished record under `records`."
+    "Per step of `PLAN_STEPS`: the runs it plans, how many have a finished record under `records`, and on which devices they ran."
     runs = block_runs()
     rows = []
     for step, strategies, seeds in PLAN_STEPS:
-        sel = [p for p in runs if p['strategy'] in strategies and p['seed'] in seeds]
-        rows.append(dict(step=step, planned=len(sel), finished=sum(read_metrics(Path(records)/run_name(p)) is not None for p in sel)))
+        done = [m for p in runs if p['strategy'] in strategies and p['seed'] in seeds and (m := read_metrics(Path(records)/run_name(p))) is not None]
+        where = Counter(f"{m.device or 'unknown'}{' (graphed)' if m.step_mode == 'graph' else ''}" for m in done)
+        rows.append(dict(step=step, planned=sum(p['strategy'] in strategies and p['seed'] in seeds for p in runs), finished=len(done),
+                         **{'ran on': ', '.join(f'{d}: {n}' for d, n in sorted(where.items())) or '–'}))
     return pd.DataFrame(rows)
 
 # %% ../../nbs/12k_strategies.ipynb #9146b518
