@@ -331,8 +331,9 @@ def kept_rows(t:pd.DataFrame, # the finished audits' rows (`audit_table`)
     "`t` with the rows of `earlier` whose run (method, ε) has no finished audit in `t`: the table outlives the runs' folders."
     if not Path(earlier).exists(): return t
     old = read_table_csv(earlier).astype({'epsilon': float})
-    key = lambda d: list(zip(d.method, d.epsilon.astype(float).fillna(-1)))
-    gone = old[[k not in set(key(t)) for k in key(old)]]
+    key = lambda d: list(zip(d.method, d.epsilon.astype(float).fillna(-1)))  # a run: its method and ε (non-private: -1)
+    ran = set(key(t))
+    gone = old[[k not in ran for k in key(old)]]
     return _audit_order(pd.concat([t.astype({'epsilon': float}), gone], ignore_index=True)) if len(gone) else t
 
 def audit_markdown(t:pd.DataFrame)->str:
