@@ -10,11 +10,12 @@ import numpy as np
 from .quiet import fastai_quietly
 
 # %% auto #0
-__all__ = ['STEP_MODE_CHOICES', 'STEP_MODE_HELP', 'REAL_STRATEGIES', 'NEGATIVE_NUMBER', 'run_cli', 'synth_data', 'check_synth',
-           'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value', 'set_step_mode', 'cmd_run',
-           'where_filter', 'cmd_sweep', 'bench_costs', 'cmd_report', 'study_preset', 'dataset_folder', 'train_config',
-           'cmd_pretrain', 'cmd_baselines', 'checkpoint_summary', 'cmd_checkpoint', 'cmd_regime', 'cmd_calibrate',
-           'write_regime', 'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench', 'cmd_probe', 'parser', 'main']
+__all__ = ['STEP_MODE_CHOICES', 'STEP_MODE_HELP', 'REAL_STRATEGIES', 'NEGATIVE_NUMBER', 'RECORDS_HELP', 'run_cli', 'synth_data',
+           'check_synth', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value', 'set_step_mode',
+           'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'cmd_report', 'study_preset', 'dataset_folder',
+           'train_config', 'cmd_pretrain', 'cmd_baselines', 'checkpoint_summary', 'cmd_checkpoint', 'cmd_regime',
+           'cmd_calibrate', 'write_regime', 'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench', 'cmd_probe',
+           'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -368,11 +369,11 @@ def cmd_bench(args):
         modes = {(r['step_mode'], r['batch']) for r in out.values()}  # also at the top, where every bench of the file agrees
         print(json.dumps(out['embedded'] if args.quick else {**out, **(dict(zip(('step_mode', 'batch'), modes.pop())) if len(modes) == 1 else {})}))
         return 0
+    times = lambda v: '–' if v is None else f'x{v:.2f}'  # a graphed bench has no step peak of memory (None)
     for name, r in res.items():
         c = configs[name]
         print(f"{name} model ({c['backbone']}, {c['input_size'][0]}x{c['input_size'][1]}, batch {c['bs']}, {c.get('strategy', 'finetune')}, on {r['nonprivate']['device']}, "
               f"{args.precision}, {args.step_mode} steps, medians of {args.repeats}): non-private step {r['nonprivate']['ms_per_sample']:.2f} ms per sample, its tensors {r['nonprivate']['step_peak_mb']:.1f} MB at their peak")
-        times = lambda v: '–' if v is None else f'x{v:.2f}'  # a graphed bench has no step peak of memory (None)
         for m in METHODS: print(f"  {m:<20}time x{r[m]['time_ratio']:.2f}   memory {times(r[m]['mem_ratio'])} (process x{r[m]['process_mem_ratio']:.2f})   {r[m]['ms_per_sample']:.2f} ms per sample")
         print(f"  projection refresh: {100 * r['projection_refresh_fraction']:.1f}% of the step time it serves (every 50 steps)")
         cl = r.get('clipping', {})
@@ -397,6 +398,8 @@ def cmd_probe(args):
 
 # %% ../nbs/90_cli.ipynb #15caf77c
 NEGATIVE_NUMBER = re.compile(r'^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$')  # argparse's own pattern misses exponents such as -1e-5
+
+RECORDS_HELP = "keep each finished run's metrics.json in this folder too (e.g. {}), and restore the kept ones the runs folder lacks"
 
 def parser()->argparse.ArgumentParser:
     "The `dphpe` argument parser with all subcommands."
@@ -435,7 +438,7 @@ def parser()->argparse.ArgumentParser:
     sw.add_argument('--preset', required=True, help='tiny, quick, full, ablation, hypotheses, humanart, paper-mpii or paper-humanart')
     sw.add_argument('--jobs', type=int, default=None, help='runs at once (default: CPU cores, or GPU slots; on Slurm: the most running at once)')
     sw.add_argument('--runs', default=None, help='folder of the run directories (default runs/<preset>)')
-    sw.add_argument('--records', default=None, help="keep each finished run's metrics.json in this folder too (e.g. figures/<preset>/records), and restore the kept ones the runs folder lacks")
+    sw.add_argument('--records', default=None, help=RECORDS_HELP.format('figures/<preset>/records'))
     sw.add_argument('--where', nargs='*', default=[], metavar='NAME=V1,V2', help='only runs whose parameters match')
     sw.add_argument('--blocks', choices=('grid', 'calibration', 'all'), default='grid', help="the preset's grid (default), its calibration runs (what `dphpe calibrate` runs), or both")
     sw.add_argument('--data', default=None, help='dataset folder (real-data presets)')
@@ -469,7 +472,7 @@ def parser()->argparse.ArgumentParser:
     cb.add_argument('--where', nargs='*', default=[], help='only runs matching NAME=VALUE[,VALUE…], e.g. seed=0')
     cb.add_argument('--runs', default=None, help='default runs/<preset>')
     cb.add_argument('--out', default=None, help='default figures/calibration/<preset>')
-    cb.add_argument('--records', default=None, help="keep each finished run's metrics.json in this folder too (e.g. figures/calibration/<preset>/records), and restore the kept ones the runs folder lacks")
+    cb.add_argument('--records', default=None, help=RECORDS_HELP.format('figures/calibration/<preset>/records'))
     cb.set_defaults(func=cmd_calibrate)
     for c in (st, sw, cb): c.add_argument('--stale', choices=('refuse', 'keep', 'rerun'), default='refuse',  # `dphpe.sweep.STALE`
                                           help='finished runs made by other code: refuse to go on (default), keep them, or rerun them')

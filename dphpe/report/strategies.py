@@ -39,9 +39,10 @@ def progress(records:Path, # the block's records (`figures/strategies/records`)
     runs = block_runs()
     rows = []
     for step, strategies, seeds in PLAN_STEPS:
-        done = [m for p in runs if p['strategy'] in strategies and p['seed'] in seeds and (m := read_metrics(Path(records)/run_name(p))) is not None]
+        sel = [p for p in runs if p['strategy'] in strategies and p['seed'] in seeds]
+        done = [m for p in sel if (m := read_metrics(Path(records)/run_name(p))) is not None]
         where = Counter(f"{m.device or 'unknown'}{' (graphed)' if m.step_mode == 'graph' else ''}" for m in done)
-        rows.append(dict(step=step, planned=sum(p['strategy'] in strategies and p['seed'] in seeds for p in runs), finished=len(done),
+        rows.append(dict(step=step, planned=len(sel), finished=len(done),
                          **{'ran on': ', '.join(f'{d}: {n}' for d, n in sorted(where.items())) or '–'}))
     return pd.DataFrame(rows)
 
