@@ -39,7 +39,7 @@ def place_person(rng:np.random.Generator, sk:Skeleton3D, V:np.ndarray, # person 
     return float(s), (float(c[0]), float(c[1]))
 
 # %% ../../nbs/01c_scene.ipynb #78c1d640
-ART_ROLL = (.25, 15.) # drawn figures: the share drawn at any in-plane angle, and the sd (degrees) of the others' tilt
+ART_ROLL = (.125, 15.) # drawn figures: the share drawn at any in-plane angle, and the sd (degrees) of the others' tilt
 
 def art_roll(rng:np.random.Generator)->float:
     "In-plane rotation (degrees) of a drawn figure: any angle for a share `ART_ROLL[0]` of them, else a small tilt."
