@@ -12,25 +12,26 @@ import matplotlib
 import matplotlib.pyplot as plt
 from .model import STRATEGIES, HEAD_INITS, pose_model, set_strategy, trainable_count, simcc_targets
 from .joints import MPII, COCO
-from .data import PoseDataset
+from .data import PoseDataset, data_fingerprint
 from .train import pose_batch, predict
 from .privacy import PrivacyPlan
 from .methods import PublicSubspace, public_gradients
 from .pretrain import public_pretraining, initial_model
 from .synth import synth_params
 from .presets import STUDY_PRESETS, ALL_C, ALL_EPS
-from .experiment import run_params, run_data, data_root, run_scores
+from .experiment import run_params, run_data, data_root, run_scores, read_metrics
 from .report.collect import collect_runs
 from .report.tables import markdown_table, write_table, DATASET_NAMES
 from .report.paper import paper_table
 
 # %% auto #0
 __all__ = ['PAPER_SETTING', 'PAPER_HUMANART_N', 'JOINTS', 'HUMANART_AP', 'SCORES', 'QUANTILES', 'START_COLUMNS', 'ROWS',
-           'SCORE_ROWS', 'PAPER_ABOUT', 'MIN_STEPS', 'noise_multiplier', 'regime_quantities', 'trainable_per_strategy',
-           'paper_regime', 'clipped_sum_stats', 'start_state', 'start_table', 'write_start_table', 'private_count',
-           'named_runs', 'nonprivate_scores', 'regime_card', 'card_rows', 'regime_markdown', 'regime_checks',
-           'calibration_checks', 'humanart_checks', 'card_json', 'calibration_figure', 'write_calibration',
-           'sgd_calibration', 'write_sgd_calibration']
+           'SCORE_ROWS', 'PAPER_ABOUT', 'MIN_STEPS', 'FACE', 'noise_multiplier', 'regime_quantities',
+           'trainable_per_strategy', 'paper_regime', 'clipped_sum_stats', 'start_state', 'start_table',
+           'write_start_table', 'private_count', 'named_runs', 'nonprivate_scores', 'regime_card', 'card_rows',
+           'regime_markdown', 'regime_checks', 'calibration_checks', 'humanart_checks', 'input_pixels', 'oks_tolerance',
+           'joint_errors', 'oks_losses', 'oks_diagnosis', 'write_oks_diagnosis', 'card_json', 'calibration_figure',
+           'write_calibration', 'sgd_calibration', 'write_sgd_calibration']
 
 # %% ../nbs/13_regime.ipynb #5c81e29c
 @functools.lru_cache
@@ -310,11 +311,84 @@ def humanart_checks(card:dict, # from `regime_card` of a preset whose `dataset` 
     start = card['strategies']['finetune'].get('start_ap', float('nan'))
     npr = _mean(ha, 'coco_AP', method='nonprivate', features='raw')
     dp = _mean(ha, 'coco_AP', method='dpsgd', C=.01, epsilon=.8)
+    ratio = dp / npr if npr else float('nan')  # undefined (not held) where the non-private model scores 0
     rows = regime_checks(card) + [
         ('Human-Art non-private OKS AP (finetune, raw)', f'≥ {HUMANART_AP:g}', npr, npr >= HUMANART_AP),
         ('non-private − start OKS AP', '≥ 10', npr - start, npr - start >= 10),
-        ('DP-SGD C=0.01 ε=0.8 / non-private (OKS AP)', '≥ 0.6', dp / npr, dp / npr >= .6)]
+        ('DP-SGD C=0.01 ε=0.8 / non-private (OKS AP)', '≥ 0.6', ratio, ratio >= .6)]
     return pd.DataFrame(rows, columns=['check', 'target', 'measured', 'holds'])
+
+# %% ../nbs/13_regime.ipynb #469578ca
+FACE = slice(0, 5) # COCO's nose, eyes and ears; joints 5–16 are the body
+
+def input_pixels(persons:list, # `Person`s
+                 input_size:tuple, # (H, W) of the model's crops
+                )->np.ndarray:
+    "(N, 1) image pixels per input pixel of each person's crop."
+    return np.array([p.scale[0] * 200 / input_size[1] for p in persons])[:, None]
+
+def oks_tolerance(persons:list, # COCO-layout `Person`s with their `area`
+                 )->np.ndarray:
+    "(N, 17) COCOeval's distance scale 2σ·√area per joint, in image pixels (an error this large scores OKS e^(−1/2))."
+    from pycocotools.cocoeval import Params
+    return 2 * Params(iouType='keypoints').kpt_oks_sigmas[None] * np.sqrt([[p.area] for p in persons])
+
+def joint_errors(pred:np.ndarray, # (N, 17, 2) predictions of the validation persons, image pixels
+                 persons:list, # the validation `Person`s
+                 input_size:tuple, # (H, W) of the model's crops
+                )->pd.DataFrame:
+    "Per COCO joint, over the persons it is annotated on: median error and OKS tolerance in input pixels, and the mean OKS term."
+    gt, vis = np.stack([p.joints for p in persons]), np.stack([p.visible for p in persons]) > 0
+    err, tol, px = np.linalg.norm(pred - gt, axis=-1), oks_tolerance(persons), input_pixels(persons, input_size)
+    return pd.DataFrame([{'joint': name, 'median error (input px)': float(np.median((err / px)[vis[:, j], j])),
+                          'OKS tolerance (input px)': float(np.median((tol / px)[vis[:, j], j])),
+                          'mean OKS term': float(np.exp(-err[vis[:, j], j]**2 / (2 * tol[vis[:, j], j]**2)).mean())}
+                         for j, name in enumerate(COCO.joints)])
+
+def oks_losses(pred:np.ndarray, # (N, 17, 2) predictions of the validation persons, image pixels
+               persons:list, # the validation `Person`s
+               root:Path, # the dataset folder (its Human-Art ground truth is what COCOeval reads)
+               input_size:tuple, # (H, W) of the model's crops
+               radii:tuple=(1, 2, 3), # standard deviations of the moved ground truth, input pixels per coordinate
+               seed:int=0, # of the noise
+              )->pd.DataFrame:
+    "OKS AP of `pred`, of `pred` with its face or body joints at the ground truth, and of the ground truth moved by Gaussian noise of `radii` input pixels."
+    gt, rng = np.stack([p.joints for p in persons]), np.random.default_rng(seed)
+    ap = lambda x: run_scores(x, persons, 'humanart', root)[2]['AP']
+    def truth_at(part):
+        x = pred.copy(); x[:, part] = gt[:, part]; return x
+    noisy = lambda r: gt + rng.normal(0, r, gt.shape) * input_pixels(persons, input_size)[:, :, None]
+    rows = [('as predicted', ap(pred)), ('face joints at the ground truth', ap(truth_at(FACE))),
+            ('body joints at the ground truth', ap(truth_at(slice(FACE.stop, None))))]
+    return pd.DataFrame(rows + [(f'ground truth moved by N(0, {r}²) input px', ap(noisy(r))) for r in radii], columns=['predictions', 'OKS AP'])
+
+# %% ../nbs/13_regime.ipynb #a0e64a8a
+def oks_diagnosis(run:Path, # a finished Human-Art run's folder (with `predictions.npy`)
+                 )->tuple:
+    "(`oks_losses`, `joint_errors`, median image pixels per input pixel) of the run's validation predictions, on the data its record was made on."
+    run, m = Path(run), read_metrics(run)
+    if m is None or not (run/'predictions.npy').is_file(): raise FileNotFoundError(f"{run} holds no finished run (metrics.json and predictions.npy); give the folder of a finished Human-Art run.")
+    p = run_params(**m.params)
+    if p['dataset'] != 'humanart': raise ValueError(f"{m.name} is an {p['dataset']} run; OKS diagnoses need a Human-Art run.")
+    root = data_root(p)
+    if (made := (m.fingerprint or {}).get('data')) and made != data_fingerprint(root):
+        raise ValueError(f"{root} is not the data {m.name} was made on (fingerprint {made}); regenerate that data or diagnose a run made on this one.")
+    persons, size = run_data(p, root).valid, STUDY_PRESETS[p['preset']].train.input_size
+    pred = np.load(run/'predictions.npy')
+    return oks_losses(pred, persons, root, size), joint_errors(pred, persons, size), float(np.median(input_pixels(persons, size)))
+
+def write_oks_diagnosis(run:Path, # a finished Human-Art run's folder
+                        out:Path, # folder written
+                       )->list:
+    "Write `oks_diagnosis` of `run` into `out`: `oks_losses.md` (both tables), `oks_losses.csv`, `oks_joints.csv`; return the files."
+    losses, joints, px = oks_diagnosis(run)
+    out = Path(out); losses.to_csv(out/'oks_losses.csv', index=False); joints.to_csv(out/'oks_joints.csv', index=False)
+    text = (f"# Where the OKS AP of `{Path(run).name}` is lost (synthetic Human-Art validation persons)\n\n"
+            f"{markdown_table(losses.round(2))}\n\nPer joint (input pixels, {px:.2f} image pixels each (median); an error equal "
+            f"to the tolerance scores OKS 0.61):\n\n"
+            f"{markdown_table(joints.round(3))}\n")
+    (out/'oks_losses.md').write_text(text)
+    return [out/'oks_losses.md', out/'oks_losses.csv', out/'oks_joints.csv']
 
 # %% ../nbs/13_regime.ipynb #f821a244
 def card_json(card:dict)->str:
@@ -358,7 +432,11 @@ def write_calibration(card:dict, # from `regime_card` (measured)
     checks.to_csv(out/'checks.csv', index=False)
     t = checks.assign(measured=checks.measured.map(lambda v: v if isinstance(v, str) else _fmt(v)), holds=checks.holds.map({True: 'yes', False: '**no**'}))
     (out/'checks.md').write_text(f"# Calibration of preset `{card['preset']}` (synthetic data; baselines only)\n\n{markdown_table(t)}\n")
-    return [out/'regime.json', out/'regime.md', out/'checks.csv', out/'checks.md', calibration_figure(card, df, out/'calibration.png')]
+    files = [out/'regime.json', out/'regime.md', out/'checks.csv', out/'checks.md', calibration_figure(card, df, out/'calibration.png')]
+    raw = sorted(df[(df.method == 'nonprivate') & (df.features == 'raw') & (df.strategy == 'finetune')].name) if len(df) else []
+    if card.get('dataset') == 'humanart' and raw and (Path(runs)/raw[0]/'predictions.npy').is_file():
+        files += write_oks_diagnosis(Path(runs)/raw[0], out)  # where the non-private model's AP is lost (its first seed)
+    return files
 
 # %% ../nbs/13_regime.ipynb #94eefdf5
 def sgd_calibration(runs:Path, # the `ablation` preset's run directories
