@@ -4,20 +4,21 @@
 
 # %% ../nbs/10a_runner.ipynb #061c2d0f
 from __future__ import annotations
-import os, signal, time
+import ast, os, signal, time
 import multiprocessing as mp
 from pathlib import Path
 import nbformat, torch
 import papermill as pm
 from papermill.engines import Engine, papermill_engines
 from execnb.shell import CaptureShell
+from nbdev.process import extract_directives
 import dphpe
 from .data import data_fingerprint
 from .experiment import RunRecord, run_params, run_name, read_metrics, recorded_params
 
 # %% auto #0
-__all__ = ['experiment_notebook', 'InProcessEngine', 'run_processes', 'launch_run', 'same_data', 'record_status', 'run_result',
-           'notebook_error', 'checked_result', 'execute_run']
+__all__ = ['EXAMPLE_NOTE', 'experiment_notebook', 'run_needs', 'InProcessEngine', 'run_processes', 'launch_run', 'same_data',
+           'record_status', 'run_result', 'notebook_error', 'checked_result', 'execute_run']
 
 # %% ../nbs/10a_runner.ipynb #92cb9ef7
 def experiment_notebook()->Path:
@@ -48,13 +49,28 @@ def _echo(outputs:list):
         text = o.get('text') or ''.join(o.get('traceback', [])) or o.get('data', {}).get('text/plain', '')
         if text: print(text, end='' if text.endswith('\n') else '\n', flush=True)
 
+def run_needs(cell)->bool:
+    "Whether a run executes `cell` of the module part of a notebook (before its `parameters` cell): exported code and imports, not examples and tests."
+    if {'export', 'exports', 'exporti'} & set(extract_directives(cell, remove=False)): return True
+    try: body = ast.parse(cell.source).body  # directives are comments
+    except SyntaxError: return True  # IPython syntax (magics): run it, as a kernel would
+    return all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in body)
+
+EXAMPLE_NOTE = "an example of the module: not executed in a run (nbdev_test runs it)"
+
 class InProcessEngine(Engine):
-    "papermill engine that runs a notebook's code cells in an IPython shell in this process, not in a new kernel."
+    "papermill engine that runs a notebook's code cells in an IPython shell in this process, not in a new kernel; examples before the `parameters` cell are left out."
     @classmethod
-    def execute_managed_notebook(cls, nb_man, kernel_name, log_output:bool=False, **kwargs):
-        shell, count = CaptureShell(mpl_format='png'), 0
-        for i, cell in enumerate(nb_man.nb.cells):
+    def execute_managed_notebook(cls, nb_man, kernel_name, log_output:bool=False,
+                                 examples:bool=False, # also execute the module part's examples and tests (`run_needs`)
+                                 **kwargs):
+        shell, count, cells = CaptureShell(mpl_format='png'), 0, nb_man.nb.cells
+        params_at = next((i for i, c in enumerate(cells) if 'parameters' in c.metadata.get('tags', [])), 0)  # none: every cell runs
+        for i, cell in enumerate(cells):
             if cell.cell_type != 'code': continue
+            if i < params_at and not (examples or run_needs(cell)):
+                cell.metadata['dphpe'] = EXAMPLE_NOTE
+                continue
             nb_man.cell_start(cell, i)
             count += 1
             cell.outputs, cell.execution_count = [_output(o, count) for o in shell.run(cell.source)], count
