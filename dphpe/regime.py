@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 from .model import STRATEGIES, HEAD_INITS, pose_model, set_strategy, trainable_count, simcc_targets
 from .joints import MPII, COCO
 from .data import PoseDataset, data_fingerprint
-from .train import pose_batch, predict
+from .train import pose_batch, predict, read_checkpoint
 from .privacy import PrivacyPlan
 from .methods import PublicSubspace, public_gradients
 from .pretrain import public_pretraining, initial_model
@@ -30,8 +30,8 @@ __all__ = ['PAPER_SETTING', 'PAPER_HUMANART_N', 'JOINTS', 'HUMANART_AP', 'SCORES
            'trainable_per_strategy', 'paper_regime', 'clipped_sum_stats', 'start_state', 'start_table',
            'write_start_table', 'private_count', 'named_runs', 'nonprivate_scores', 'regime_card', 'card_rows',
            'regime_markdown', 'regime_checks', 'calibration_checks', 'humanart_checks', 'input_pixels', 'oks_tolerance',
-           'joint_errors', 'oks_losses', 'oks_diagnosis', 'write_oks_diagnosis', 'card_json', 'calibration_figure',
-           'write_calibration', 'sgd_calibration', 'write_sgd_calibration']
+           'joint_errors', 'oks_losses', 'crop_size', 'oks_diagnosis', 'write_oks_diagnosis', 'card_json',
+           'calibration_figure', 'write_calibration', 'sgd_calibration', 'write_sgd_calibration']
 
 # %% ../nbs/13_regime.ipynb #5c81e29c
 @functools.lru_cache
@@ -363,6 +363,13 @@ def oks_losses(pred:np.ndarray, # (N, 17, 2) predictions of the validation perso
     return pd.DataFrame(rows + [(f'ground truth moved by N(0, {r}²) input px', ap(noisy(r))) for r in radii], columns=['predictions', 'OKS AP'])
 
 # %% ../nbs/13_regime.ipynb #a0e64a8a
+def crop_size(run:Path, # a run's folder (with `checkpoint.pth`)
+              k:int=2, # SimCC bins per input pixel of its model
+             )->tuple:
+    "(H, W) of the crops the run's model read, from its checkpoint's SimCC head (H·k y-bins, W·k x-bins)."
+    head = read_checkpoint(Path(run)/'checkpoint.pth')['model']
+    return head['head.y.weight'].shape[0] // k, head['head.x.weight'].shape[0] // k
+
 def oks_diagnosis(run:Path, # a finished Human-Art run's folder (with `predictions.npy`)
                  )->tuple:
     "(`oks_losses`, `joint_errors`, median image pixels per input pixel) of the run's validation predictions, on the data its record was made on."
@@ -370,10 +377,12 @@ def oks_diagnosis(run:Path, # a finished Human-Art run's folder (with `predictio
     if m is None or not (run/'predictions.npy').is_file(): raise FileNotFoundError(f"{run} holds no finished run (metrics.json and predictions.npy); give the folder of a finished Human-Art run.")
     p = run_params(**m.params)
     if p['dataset'] != 'humanart': raise ValueError(f"{m.name} is an {p['dataset']} run; OKS diagnoses need a Human-Art run.")
-    root = data_root(p)
+    root, size = data_root(p), STUDY_PRESETS[p['preset']].train.input_size
     if (made := (m.fingerprint or {}).get('data')) and made != data_fingerprint(root):
         raise ValueError(f"{root} is not the data {m.name} was made on (fingerprint {made}); regenerate that data or diagnose a run made on this one.")
-    persons, size = run_data(p, root).valid, STUDY_PRESETS[p['preset']].train.input_size
+    if (read := crop_size(run, STUDY_PRESETS[p['preset']].train.k)) != size:
+        raise ValueError(f"{m.name}'s model read {read[0]}×{read[1]} crops, the `{p['preset']}` preset now cuts {size[0]}×{size[1]}; diagnose it with the code it was made with.")
+    persons = run_data(p, root).valid
     pred = np.load(run/'predictions.npy')
     return oks_losses(pred, persons, root, size), joint_errors(pred, persons, size), float(np.median(input_pixels(persons, size)))
 
