@@ -19,7 +19,7 @@ __all__ = ['TINY_TRAIN', 'REGIME_TRAIN', 'PAPER_TRAIN', 'HUMANART_TRAIN', 'ALL_C
 TINY_TRAIN = TrainConfig(bs=16, epochs=1, pretrain_epochs=1)  # the smoke test (tests and notebooks)
 REGIME_TRAIN = TrainConfig('tinyvit_embedded_s16', (96, 64), bs=24, epochs=7, pretrain_epochs=10)  # regime-matched on 2 CPU cores (see below)
 PAPER_TRAIN = TrainConfig('tinyvit_5m', (256, 192), epochs=25, pretrain_epochs=140, workers=8)  # the paper's, on real data
-HUMANART_TRAIN = TrainConfig('tinyvit_embedded_s16', (128, 96), bs=24, epochs=6, pretrain_epochs=10)  # the embedded Human-Art analogue (below)
+HUMANART_TRAIN = TrainConfig('tinyvit_embedded_s16', (160, 128), bs=24, epochs=6, pretrain_epochs=10)  # the embedded Human-Art analogue (calibration round 6; rounds 2–5 at 128×96)
 
 # %% ../nbs/09b_presets.ipynb #bce3cdf2
 @dataclass(frozen=True)
