@@ -353,11 +353,11 @@ def oks_losses(pred:np.ndarray, # (N, 17, 2) predictions of the validation perso
                seed:int=0, # of the noise
               )->pd.DataFrame:
     "OKS AP of `pred`, of `pred` with its face or body joints at the ground truth, and of the ground truth moved by Gaussian noise of `radii` input pixels."
-    gt, rng = np.stack([p.joints for p in persons]), np.random.default_rng(seed)
+    gt, rng, px = np.stack([p.joints for p in persons]), np.random.default_rng(seed), input_pixels(persons, input_size)[:, :, None]
     ap = lambda x: run_scores(x, persons, 'humanart', root)[2]['AP']
     def truth_at(part):
         x = pred.copy(); x[:, part] = gt[:, part]; return x
-    noisy = lambda r: gt + rng.normal(0, r, gt.shape) * input_pixels(persons, input_size)[:, :, None]
+    noisy = lambda r: gt + rng.normal(0, r, gt.shape) * px
     rows = [('as predicted', ap(pred)), ('face joints at the ground truth', ap(truth_at(FACE))),
             ('body joints at the ground truth', ap(truth_at(slice(FACE.stop, None))))]
     return pd.DataFrame(rows + [(f'ground truth moved by N(0, {r}²) input px', ap(noisy(r))) for r in radii], columns=['predictions', 'OKS AP'])
@@ -377,10 +377,11 @@ def oks_diagnosis(run:Path, # a finished Human-Art run's folder (with `predictio
     if m is None or not (run/'predictions.npy').is_file(): raise FileNotFoundError(f"{run} holds no finished run (metrics.json and predictions.npy); give the folder of a finished Human-Art run.")
     p = run_params(**m.params)
     if p['dataset'] != 'humanart': raise ValueError(f"{m.name} is an {p['dataset']} run; OKS diagnoses need a Human-Art run.")
-    root, size = data_root(p), STUDY_PRESETS[p['preset']].train.input_size
+    root, train = data_root(p), STUDY_PRESETS[p['preset']].train
+    size = train.input_size
     if (made := (m.fingerprint or {}).get('data')) and made != data_fingerprint(root):
         raise ValueError(f"{root} is not the data {m.name} was made on (fingerprint {made}); regenerate that data or diagnose a run made on this one.")
-    if (read := crop_size(run, STUDY_PRESETS[p['preset']].train.k)) != size:
+    if (read := crop_size(run, train.k)) != size:
         raise ValueError(f"{m.name}'s model read {read[0]}×{read[1]} crops, the `{p['preset']}` preset now cuts {size[0]}×{size[1]}; diagnose it with the code it was made with.")
     persons = run_data(p, root).valid
     pred = np.load(run/'predictions.npy')
