@@ -141,7 +141,7 @@ def cmd_run(args):
     p = run_params(**params)  # a bad configuration fails here, before papermill starts
     set_step_mode(args.step_mode)
     out = Path(args.out or Path(args.runs)/p['preset']/run_name(p))
-    try: m = execute_run(params, out, log=not args.log_output)
+    try: m = execute_run(params, out, log=not args.log_output, threads=args.threads)
     except RuntimeError as e: return _fail(e.args[0])
     eps = f", epsilon spent {m.privacy['epsilon_rdp']:.3f} (RDP) / {m.privacy['epsilon_prv']:.3f} (PRV)" if m.privacy else ''
     print(f"{m.name}: {m.metric} Mean {m.scores['Mean']:.2f}{eps}, {m.seconds:.0f} s of training -> {out}")
@@ -432,6 +432,7 @@ def parser()->argparse.ArgumentParser:
     r.add_argument('--out', default=None, help='run directory (default RUNS/<preset>/<run name>)')
     r.add_argument('--runs', default='runs', help='folder of the run directories (default runs)')
     r.add_argument('--log-output', dest='log_output', action='store_true', help="show the notebook's output here instead of in log.txt")
+    r.add_argument('--threads', type=int, default=None, help='torch threads of the run (default: $OMP_NUM_THREADS, else every CPU this process may use)')
     r.add_argument('--step-mode', dest='step_mode', choices=STEP_MODE_CHOICES, default=None, help=STEP_MODE_HELP)
     r.set_defaults(func=cmd_run)
     sw = sub.add_parser('sweep', help="every missing run of a preset's grid, in parallel processes here or as a Slurm job array")

@@ -18,7 +18,7 @@ from .experiment import RunRecord, run_params, run_name, read_metrics, recorded_
 
 # %% auto #0
 __all__ = ['EXAMPLE_NOTE', 'experiment_notebook', 'run_needs', 'InProcessEngine', 'run_processes', 'launch_run', 'same_data',
-           'record_status', 'run_result', 'notebook_error', 'checked_result', 'execute_run']
+           'record_status', 'run_result', 'notebook_error', 'checked_result', 'run_threads', 'execute_run']
 
 # %% ../nbs/10a_runner.ipynb #92cb9ef7
 def experiment_notebook()->Path:
@@ -180,15 +180,25 @@ def checked_result(out:Path, # run directory of a run that has ended
         return None
     return m
 
+# %% ../nbs/10a_runner.ipynb #c37fb3a8
+def run_threads(threads:int=None, # torch threads asked for; None: from the environment
+               )->int:
+    "Torch threads for one run: `threads`, else `OMP_NUM_THREADS` where set, else every CPU this process may use."
+    if threads is None and (env := os.environ.get('OMP_NUM_THREADS', '').split(',')[0].strip()):
+        if not env.isdigit() or int(env) < 1: raise ValueError(f"OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']!r} is not a thread count; set it to a positive integer or unset it.")
+        threads = int(env)
+    if threads is not None and threads < 1: raise ValueError(f"threads must be at least 1, got {threads}.")
+    return threads or len(os.sched_getaffinity(0))
+
 # %% ../nbs/10a_runner.ipynb #9a7fd5a5
 def execute_run(params:dict, # run parameters (see `RUN_PARAMETERS`)
                 out:Path, # run directory
                 log:bool=True, # output to `out/log.txt` (else here)
-                threads:int=None, # torch threads of the run (default: every CPU this process may use)
+                threads:int=None, # torch threads of the run (default: `run_threads`)
                )->RunRecord:
     "Run the experiment notebook for `params` into `out` in a process of its own and wait; return its record."
     out = Path(out).resolve()
-    proc = launch_run(params, out, threads or len(os.sched_getaffinity(0)), log)
+    proc = launch_run(params, out, run_threads(threads), log)
     proc.join()
     if (m := checked_result(out, params)) is None:
         why = notebook_error(out/'run.ipynb') or f"its process exited with code {proc.exitcode}"
