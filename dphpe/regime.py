@@ -29,9 +29,10 @@ __all__ = ['PAPER_SETTING', 'PAPER_HUMANART_N', 'JOINTS', 'HUMANART_AP', 'SCORES
            'SCORE_ROWS', 'PAPER_ABOUT', 'MIN_STEPS', 'FACE', 'noise_multiplier', 'regime_quantities',
            'trainable_per_strategy', 'paper_regime', 'clipped_sum_stats', 'start_state', 'start_table',
            'write_start_table', 'private_count', 'named_runs', 'nonprivate_scores', 'regime_card', 'card_rows',
-           'regime_markdown', 'regime_checks', 'calibration_checks', 'humanart_checks', 'input_pixels', 'oks_tolerance',
-           'joint_errors', 'oks_losses', 'crop_size', 'oks_diagnosis', 'write_oks_diagnosis', 'card_json',
-           'calibration_figure', 'write_calibration', 'sgd_calibration', 'write_sgd_calibration']
+           'regime_markdown', 'regime_checks', 'calibration_checks', 'humanart_targets', 'humanart_checks',
+           'input_pixels', 'oks_tolerance', 'joint_errors', 'oks_losses', 'crop_size', 'oks_diagnosis',
+           'write_oks_diagnosis', 'card_json', 'calibration_figure', 'write_calibration', 'sgd_calibration',
+           'write_sgd_calibration']
 
 # %% ../nbs/13_regime.ipynb #5c81e29c
 @functools.lru_cache
@@ -302,6 +303,17 @@ def calibration_checks(card:dict, # from `regime_card` (measured)
     if len(ha): rows.append(('Human-Art non-private OKS AP (raw)', f'≥ {HUMANART_AP:g}', float(ha['coco_AP'].mean()), float(ha['coco_AP'].mean()) >= HUMANART_AP))
     return pd.DataFrame(rows, columns=['check', 'target', 'measured', 'holds'])
 
+# %% ../nbs/13_regime.ipynb #8c1675f0
+def humanart_targets(npr:float, # non-private OKS AP (finetune, raw crops)
+                     start:float, # OKS AP of the start of private training
+                     dp:float, # DP-SGD's OKS AP at C = 0.01, ε 0.8
+                    )->list:
+    "(check, target, measured, holds) of the three Human-Art OKS AP targets."
+    ratio = dp / npr if npr else float('nan')  # undefined (not held) where the non-private model scores 0
+    return [('Human-Art non-private OKS AP (finetune, raw)', f'≥ {HUMANART_AP:g}', npr, npr >= HUMANART_AP),
+            ('non-private − start OKS AP', '≥ 10', npr - start, npr - start >= 10),
+            ('DP-SGD C=0.01 ε=0.8 / non-private (OKS AP)', '≥ 0.6', ratio, ratio >= .6)]
+
 # %% ../nbs/13_regime.ipynb #dd2a8117
 def humanart_checks(card:dict, # from `regime_card` of a preset whose `dataset` is 'humanart' (measured)
                     df:pd.DataFrame, # `collect_runs` of its calibration runs
@@ -311,12 +323,7 @@ def humanart_checks(card:dict, # from `regime_card` of a preset whose `dataset` 
     start = card['strategies']['finetune'].get('start_ap', float('nan'))
     npr = _mean(ha, 'coco_AP', method='nonprivate', features='raw')
     dp = _mean(ha, 'coco_AP', method='dpsgd', C=.01, epsilon=.8)
-    ratio = dp / npr if npr else float('nan')  # undefined (not held) where the non-private model scores 0
-    rows = regime_checks(card) + [
-        ('Human-Art non-private OKS AP (finetune, raw)', f'≥ {HUMANART_AP:g}', npr, npr >= HUMANART_AP),
-        ('non-private − start OKS AP', '≥ 10', npr - start, npr - start >= 10),
-        ('DP-SGD C=0.01 ε=0.8 / non-private (OKS AP)', '≥ 0.6', ratio, ratio >= .6)]
-    return pd.DataFrame(rows, columns=['check', 'target', 'measured', 'holds'])
+    return pd.DataFrame(regime_checks(card) + humanart_targets(npr, start, dp), columns=['check', 'target', 'measured', 'holds'])
 
 # %% ../nbs/13_regime.ipynb #469578ca
 FACE = slice(0, 5) # COCO's nose, eyes and ears; joints 5–16 are the body
