@@ -29,7 +29,7 @@ __all__ = ['PAPER_SETTING', 'PAPER_HUMANART_N', 'JOINTS', 'HUMANART_AP', 'SCORES
            'SCORE_ROWS', 'PAPER_ABOUT', 'MIN_STEPS', 'FACE', 'noise_multiplier', 'regime_quantities',
            'trainable_per_strategy', 'paper_regime', 'clipped_sum_stats', 'start_state', 'start_table',
            'write_start_table', 'private_count', 'named_runs', 'nonprivate_scores', 'regime_card', 'card_rows',
-           'regime_markdown', 'regime_checks', 'calibration_checks', 'humanart_targets', 'humanart_checks',
+           'regime_markdown', 'regime_checks', 'seed_mean', 'calibration_checks', 'humanart_targets', 'humanart_checks',
            'input_pixels', 'oks_tolerance', 'joint_errors', 'oks_losses', 'crop_size', 'oks_diagnosis',
            'write_oks_diagnosis', 'card_json', 'calibration_figure', 'write_calibration', 'sgd_calibration',
            'write_sgd_calibration']
@@ -269,13 +269,17 @@ def regime_checks(card:dict, # from `regime_card`
         rows.append((f'run-level signal-to-noise at ε {e} / paper', 'within ×2 (0.5 … 2)', r, .5 <= r <= 2))
     return rows
 
-# %% ../nbs/13_regime.ipynb #2bec7cce
-def _mean(df:pd.DataFrame, col:str='Mean', **where)->float:
+# %% ../nbs/13_regime.ipynb #ae641a93
+def seed_mean(df:pd.DataFrame, # rows of `collect_runs`
+              col:str='Mean', # the score averaged
+              **where, # parameter values the rows must have (floats compared to rounding)
+             )->float:
     "Mean over seeds of `col` in the rows matching `where` (NaN when none)."
     d = df
     for k, v in where.items(): d = d[np.isclose(d[k].astype(float), v)] if isinstance(v, float) else d[d[k] == v]
     return float(d[col].mean()) if len(d) else float('nan')
 
+# %% ../nbs/13_regime.ipynb #2bec7cce
 def calibration_checks(card:dict, # from `regime_card` (measured)
                        df:pd.DataFrame, # `collect_runs` of the preset's calibration runs
                       )->pd.DataFrame:
@@ -283,9 +287,9 @@ def calibration_checks(card:dict, # from `regime_card` (measured)
     if card.get('dataset') == 'humanart': return humanart_checks(card, df)
     mp = df[df.dataset == 'mpii'] if len(df) else df
     start = card['strategies']['finetune'].get('start_pckh', float('nan'))
-    npr = {s: _mean(mp, method='nonprivate', features='raw', strategy=s) for s in STRATEGIES}
-    pub = _mean(mp, method='nonprivate', features='public', strategy='finetune')
-    dp = lambda C, e: _mean(mp, method='dpsgd', strategy='finetune', C=C, epsilon=e)
+    npr = {s: seed_mean(mp, method='nonprivate', features='raw', strategy=s) for s in STRATEGIES}
+    pub = seed_mean(mp, method='nonprivate', features='public', strategy='finetune')
+    dp = lambda C, e: seed_mean(mp, method='dpsgd', strategy='finetune', C=C, epsilon=e)
     Cs = sorted({float(c) for c in mp[mp.method == 'dpsgd'].C}, reverse=True) if len(mp) else []
     rows = regime_checks(card) + [
         ('non-private finetune, raw', '≥ 60', npr['finetune'], npr['finetune'] >= 60),
@@ -321,8 +325,8 @@ def humanart_checks(card:dict, # from `regime_card` of a preset whose `dataset` 
     "One row per Human-Art calibration target (OKS AP): check, target, measured, holds (False also when its runs are missing)."
     ha = df[(df.dataset == 'humanart') & (df.strategy == 'finetune')] if len(df) else df
     start = card['strategies']['finetune'].get('start_ap', float('nan'))
-    npr = _mean(ha, 'coco_AP', method='nonprivate', features='raw')
-    dp = _mean(ha, 'coco_AP', method='dpsgd', C=.01, epsilon=.8)
+    npr = seed_mean(ha, 'coco_AP', method='nonprivate', features='raw')
+    dp = seed_mean(ha, 'coco_AP', method='dpsgd', C=.01, epsilon=.8)
     return pd.DataFrame(regime_checks(card) + humanart_targets(npr, start, dp), columns=['check', 'target', 'measured', 'holds'])
 
 # %% ../nbs/13_regime.ipynb #469578ca
@@ -425,7 +429,7 @@ def calibration_figure(card:dict, # from `regime_card`
         g = d.groupby('epsilon')[sc['col']].mean()
         ax.plot(g.index, g.values, 'o-', label=f'DP-SGD C={C:g}')
     for feat, ls in (('raw', '--'), ('public', ':')):
-        ax.axhline(_mean(mp, sc['col'], method='nonprivate', features=feat), color='k', ls=ls, lw=1, label=f'non-private ({feat})')
+        ax.axhline(seed_mean(mp, sc['col'], method='nonprivate', features=feat), color='k', ls=ls, lw=1, label=f'non-private ({feat})')
     ax.axhline(card['strategies']['finetune'][sc['start']], color='grey', lw=1, label='start (before private training)')
     ax.set(xlabel='ε', ylabel=f"{sc['name']} (synthetic {DATASET_NAMES[ds]})", title=f"calibration of `{card['preset']}` (finetune)")
     ax.legend(fontsize=7)

@@ -11,7 +11,7 @@ from ..model import STRATEGIES
 from ..presets import PAPER_METHODS
 from ..experiment import run_name, read_metrics
 from ..sweep import grid
-from .claims import Claim, claim_rows, mean_lookup, paper_lookup, seed_lookups
+from .claims import ORDERING_METRIC, Claim, claim_rows, mean_lookup, paper_lookup, seed_lookups
 from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows
 
 # %% auto #0
@@ -28,18 +28,20 @@ def block_runs(preset:str='full', # the preset whose grid holds the block
     return [p for p in grid(preset) if p['dataset'] == 'mpii' and (p['method'] == 'nonprivate' or central(p))]
 
 # %% ../../nbs/12k_strategies.ipynb #cba1eae7
-PLAN_STEPS = (('seed 0: finetune_full and scratch', ('finetune_full', 'scratch'), (0,)),
-              ('seed 0: finetune again', ('finetune',), (0,)),
-              ('seeds 1–2: finetune_full and scratch', ('finetune_full', 'scratch'), (1, 2)),
-              ('seeds 1–2: finetune', ('finetune',), (1, 2))) # (step, strategies, seeds), in the plan's order
+PLAN_STEPS = (('seed 0: finetune_full and scratch', dict(strategy=('finetune_full', 'scratch'), seed=(0,))),
+              ('seed 0: finetune again', dict(strategy=('finetune',), seed=(0,))),
+              ('seeds 1–2: finetune_full and scratch', dict(strategy=('finetune_full', 'scratch'), seed=(1, 2))),
+              ('seeds 1–2: finetune', dict(strategy=('finetune',), seed=(1, 2)))) # (step, {parameter: values it takes}), in the plan's order
 
 def progress(records:Path, # the block's records (`figures/strategies/records`)
+             runs:list=None, # run parameters of the block (None: `block_runs()`)
+             steps:tuple=PLAN_STEPS, # (step, {parameter: values}) in the plan's order; a run belongs to the first step it matches
             )->pd.DataFrame:
-    "Per step of `PLAN_STEPS`: the runs it plans, how many have a finished record under `records`, and on which devices they ran."
-    runs = block_runs()
-    rows = []
-    for step, strategies, seeds in PLAN_STEPS:
-        sel = [p for p in runs if p['strategy'] in strategies and p['seed'] in seeds]
+    "Per step of a plan: the runs it plans, how many have a finished record under `records`, and on which devices they ran."
+    left, rows = list(block_runs() if runs is None else runs), []
+    for step, where in steps:
+        sel = [p for p in left if all(p[k] in v for k, v in where.items())]
+        left = [p for p in left if p not in sel]
         done = [m for p in sel if (m := read_metrics(Path(records)/run_name(p))) is not None]
         where = Counter(f"{m.device or 'unknown'}{' (graphed)' if m.step_mode == 'graph' else ''}" for m in done)
         rows.append(dict(step=step, planned=len(sel), finished=len(done),
@@ -94,13 +96,17 @@ def strategy_claims(df:pd.DataFrame, # rows of `collect_runs` of the block's rec
 
 # %% ../../nbs/12k_strategies.ipynb #56186581
 def block_means(df:pd.DataFrame, # rows of `collect_runs` of the block's records
+                dataset:str='mpii', # 'mpii' (Mean PCKh@0.5) or 'humanart' (OKS AP)
+                eps:tuple=BLOCK_EPS, # the budgets laid out as columns
                )->pd.DataFrame:
-    "Mean PCKh@0.5 per (strategy, C, method) and ε: ours 'mean ± std' over seeds with the paper's in brackets (MaskDP: ours alone)."
-    private, paper = df[(df.dataset == 'mpii') & (df.method != 'nonprivate')], paper_lookup('mpii')
+    "The ordering score per (strategy, C, method) and ε: ours 'mean ± std' over seeds with the paper's in brackets (MaskDP: ours alone)."
+    col, paper = ORDERING_METRIC[dataset][0], paper_lookup(dataset)
+    private = df[(df.dataset == dataset) & (df.method != 'nonprivate')]
     def cell(d, m, s, C, e):
         p = paper(m, s, C, e)
-        return fmt_pm(d.Mean.mean(), d.Mean.std(ddof=1) if len(d) > 1 else np.nan) + ('' if np.isnan(p) else f' ({p:.2f})')
+        if d.empty: return '–' if np.isnan(p) else f'– ({p:.2f})'
+        return fmt_pm(d[col].mean(), d[col].std(ddof=1) if len(d) > 1 else np.nan) + ('' if np.isnan(p) else f' ({p:.2f})')
     rows = [dict(strategy=s, C=fmt_key(C), method=METHOD_NAMES[m], seeds=d.seed.nunique(),
-                 **{f'ε {fmt_key(e)}': cell(d[np.isclose(d.epsilon, e)], m, s, C, e) for e in BLOCK_EPS})
+                 **{f'ε {fmt_key(e)}': cell(d[np.isclose(d.epsilon, e)], m, s, C, e) for e in eps})
             for (s, C, m), d in sort_rows(private, ['strategy', 'C', 'method']).groupby(['strategy', 'C', 'method'], sort=False)]
     return pd.DataFrame(rows)
