@@ -16,7 +16,7 @@ from .paper import paper_rows, summary_grid, summary_baselines
 __all__ = ['ORDERING_METRIC', 'PAIRS', 'GAP_PAIRS', 'GAP_COLUMNS', 'verdict', 'Claim', 'mean_lookup', 'paper_lookup',
            'claim_rows', 'claims', 'dp_claims', 'baseline_claims', 'claim_checks', 'seed_lookups', 'seed_checks',
            'seeds_held', 'ordering_columns', 'orderings', 'blocks_held', 'ordering_overview', 'claim_gaps', 'pair_gaps',
-           'gaps_markdown', 'at_a_glance', 'summary_markdown']
+           'gaps_markdown', 'at_a_glance', 'scores_named', 'summary_markdown']
 
 # %% ../../nbs/12e_claims.ipynb #d849e2f6
 def _diffs(x, y)->list:
@@ -251,10 +251,14 @@ def at_a_glance(df:pd.DataFrame, # rows of `collect_runs`
     overview = ordering_overview(claim_checks(df, dataset), ordering_columns(df, dataset))
     return overview.merge(claim_gaps(df, dataset), on='claim', how='left') if len(overview) else overview
 
+def scores_named(df:pd.DataFrame)->str:
+    "The scores the summary reads, per dataset in `df`: 'Mean PCKh@0.5 on MPII', 'OKS AP on Human-Art' or both."
+    return '; '.join(f"{ORDERING_METRIC[d][2]} on {n}" for d, n in (('mpii', 'MPII'), ('humanart', 'Human-Art')) if (df.dataset == d).any())
+
 def summary_markdown(df:pd.DataFrame)->str:
     "`summary.md`: finetune grid and baselines beside the paper's real-MPII Mean, and the paper's orderings checked."
     parts = [f"# Summary — {data_label(df)}",
-             "Mean PCKh@0.5 on MPII. Columns say where each number comes from: measured here on this report's runs, "
+             f"{scores_named(df)}. Columns say where each number comes from: measured here on this report's runs, "
              "or printed in the paper (real data). Synthetic values cannot match the paper's (other images, smaller "
              "model); compare the orderings."]
     blocks = "a block is a strategy and C; for the C claims, a strategy"
