@@ -48,9 +48,9 @@ def default_lr(preset:str, # a key of `STUDY_PRESETS`
                C:float, # the run's clipping norm
                private:bool=True, # a private run (η/C is a rate for clipped gradients: a non-private SGD run has no default)
               )->float|None:
-    "The learning rate of a run that sets none: the preset's with AdamW, η/C with SGD (None when the preset chose no η, and for non-private SGD)."
+    "The learning rate of a run that sets none: the preset's with AdamW (its private rate in private runs, if chosen), η/C with SGD (None when the preset chose no η, and for non-private SGD)."
     pre = STUDY_PRESETS[preset]
-    if optimizer == 'adamw': return pre.train.lr
+    if optimizer == 'adamw': return pre.private_lr if private and pre.private_lr else pre.train.lr
     return pre.sgd_lr / C if pre.sgd_lr and private else None
 
 def _check_switches(p:dict, pre:StudyPreset):

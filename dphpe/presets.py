@@ -19,7 +19,7 @@ __all__ = ['TINY_TRAIN', 'REGIME_TRAIN', 'PAPER_TRAIN', 'HUMANART_TRAIN', 'ALL_C
 TINY_TRAIN = TrainConfig(bs=16, epochs=1, pretrain_epochs=1)  # the smoke test (tests and notebooks)
 REGIME_TRAIN = TrainConfig('tinyvit_embedded_s16', (96, 64), bs=24, epochs=7, pretrain_epochs=10)  # regime-matched on 2 CPU cores (see below)
 PAPER_TRAIN = TrainConfig('tinyvit_5m', (256, 192), epochs=25, pretrain_epochs=140, workers=8)  # the paper's, on real data
-HUMANART_TRAIN = TrainConfig('tinyvit_embedded_s16', (160, 128), bs=24, epochs=6, pretrain_epochs=10)  # the embedded Human-Art analogue (calibration round 6; rounds 2–5 at 128×96)
+HUMANART_TRAIN = TrainConfig('tinyvit_embedded_s16', (160, 128), bs=24, epochs=12, pretrain_epochs=10)  # the embedded Human-Art analogue (calibration round 6: 160×128, 12 epochs; rounds 2–5 at 128×96, 2–4 at 6 epochs)
 
 # %% ../nbs/09b_presets.ipynb #bce3cdf2
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class StudyPreset:
     calibration: tuple = () # `Block`s of baselines only (non-private, DP-SGD) that chose the preset's settings
     preregistered: str = '' # the commit ('Pre-register: …') that froze these settings before the methods under test ran
     sgd_lr: float = 0. # η: a private run with optimizer='sgd' and no lr trains at lr = η/C (chosen on DP-SGD; 0: none chosen)
+    private_lr: float = 0. # AdamW's learning rate in private runs that set none (chosen on DP-SGD; 0: the train config's, as non-private runs)
     dataset: str = 'mpii' # the private set the preset is calibrated on ('mpii' or 'humanart'): its regime card and checks
     augment: bool = True # non-private runs augment their training crops (private runs never do unless `private_augment`)
     def __post_init__(self):
@@ -119,7 +120,7 @@ STUDY_PRESETS = {
                             calibration=tuple(Block('mpii', ('dpsgd',), C=(c,), epsilon=(.2, .8), switches=(('optimizer', 'sgd'), ('lr', round(eta / c, 12)), ('horizon', 50)))
                                               for eta in SGD_ETAS for c in (1., .01))),
     'hypotheses': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=hypotheses_grid(), sgd_lr=3e-4, preregistered='cf700c9'),  # `ablation`'s settings
-    'humanart': StudyPreset('humanart', HUMANART_TRAIN, seeds=(0, 1, 2), calibration=HUMANART_CALIBRATION, grid=HUMANART_TABLES, dataset='humanart'),
+    'humanart': StudyPreset('humanart', HUMANART_TRAIN, seeds=(0, 1, 2), calibration=HUMANART_CALIBRATION, grid=HUMANART_TABLES, dataset='humanart', private_lr=1e-4),
     'audit': StudyPreset('full', replace(REGIME_TRAIN, epochs=30), private_limit=1000, augment=False, preregistered='464d42b'),  # a model that memorises single persons (`dphpe audit`)
     'paper-mpii':     StudyPreset('real', PAPER_TRAIN, grid=(MPII_GRID[0], replace(MPII_GRID[1], methods=PAPER_METHODS))),
     'paper-humanart': StudyPreset('real', PAPER_TRAIN, grid=HUMANART_GRID),
