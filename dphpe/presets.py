@@ -120,7 +120,8 @@ STUDY_PRESETS = {
                             calibration=tuple(Block('mpii', ('dpsgd',), C=(c,), epsilon=(.2, .8), switches=(('optimizer', 'sgd'), ('lr', round(eta / c, 12)), ('horizon', 50)))
                                               for eta in SGD_ETAS for c in (1., .01))),
     'hypotheses': StudyPreset('full', REGIME_TRAIN, private_limit=4000, seeds=(0, 1, 2), grid=hypotheses_grid(), sgd_lr=3e-4, preregistered='cf700c9'),  # `ablation`'s settings
-    'humanart': StudyPreset('humanart', HUMANART_TRAIN, seeds=(0, 1, 2), calibration=HUMANART_CALIBRATION, grid=HUMANART_TABLES, dataset='humanart', private_lr=1e-4),
+    'humanart': StudyPreset('humanart', HUMANART_TRAIN, seeds=(0, 1, 2), calibration=HUMANART_CALIBRATION, grid=HUMANART_TABLES, dataset='humanart', private_lr=1e-4,
+                          preregistered='a64e144'),
     'audit': StudyPreset('full', replace(REGIME_TRAIN, epochs=30), private_limit=1000, augment=False, preregistered='464d42b'),  # a model that memorises single persons (`dphpe audit`)
     'paper-mpii':     StudyPreset('real', PAPER_TRAIN, grid=(MPII_GRID[0], replace(MPII_GRID[1], methods=PAPER_METHODS))),
     'paper-humanart': StudyPreset('real', PAPER_TRAIN, grid=HUMANART_GRID),
