@@ -43,9 +43,9 @@ def progress(records:Path, # the block's records (`figures/strategies/records`)
         sel = [p for p in left if all(p[k] in v for k, v in where.items())]
         left = [p for p in left if p not in sel]
         done = [m for p in sel if (m := read_metrics(Path(records)/run_name(p))) is not None]
-        where = Counter(f"{m.device or 'unknown'}{' (graphed)' if m.step_mode == 'graph' else ''}" for m in done)
+        devices = Counter(f"{m.device or 'unknown'}{' (graphed)' if m.step_mode == 'graph' else ''}" for m in done)
         rows.append(dict(step=step, planned=len(sel), finished=len(done),
-                         **{'ran on': ', '.join(f'{d}: {n}' for d, n in sorted(where.items())) or '–'}))
+                         **{'ran on': ', '.join(f'{d}: {n}' for d, n in sorted(devices.items())) or '–'}))
     return pd.DataFrame(rows)
 
 # %% ../../nbs/12k_strategies.ipynb #9146b518
