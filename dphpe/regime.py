@@ -274,7 +274,8 @@ def seed_mean(df:pd.DataFrame, # rows of `collect_runs`
               col:str='Mean', # the score averaged
               **where, # parameter values the rows must have (floats compared to rounding)
              )->float:
-    "Mean over seeds of `col` in the rows matching `where` (NaN when none)."
+    "Mean over seeds of `col` in the rows matching `where` (NaN when none, also in a frame of no runs at all)."
+    if df.empty: return float('nan')
     d = df
     for k, v in where.items(): d = d[np.isclose(d[k].astype(float), v)] if isinstance(v, float) else d[d[k] == v]
     return float(d[col].mean()) if len(d) else float('nan')
