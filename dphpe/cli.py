@@ -260,12 +260,13 @@ def checkpoint_summary(ck:dict)->str:
 
 def cmd_checkpoint(args):
     "`dphpe checkpoint`: what a checkpoint holds, read without running code; with `--convert`, a trusted older one rewritten safely first."
-    from dphpe.train import read_checkpoint, convert_checkpoint
+    from dphpe.train import read_checkpoint, convert_checkpoint, checkpoint_for_cpu
     path = Path(args.path)
     if not path.is_file(): raise FileNotFoundError(2, 'no such checkpoint file', str(path))
     if args.convert:
         held = convert_checkpoint(path)
         print(f"{path}: rewritten without {', '.join(held)}" if held else f"{path}: safe already, left as it is")
+    if args.cpu: print(f"{path}: " + ('rewritten for a CPU (optimizer step counts off the GPU)' if checkpoint_for_cpu(path) else 'resumes on a CPU as it is'))
     print(f"{path}\n" + checkpoint_summary(read_checkpoint(path, 'delete it')))
     return 0
 
@@ -519,6 +520,7 @@ def parser()->argparse.ArgumentParser:
     ck = sub.add_parser('checkpoint', help='what a checkpoint holds, read without running code; --convert rewrites a trusted older one safely')
     ck.add_argument('path', help="a checkpoint file: a run's checkpoint.pth, a pretrained model")
     ck.add_argument('--convert', action='store_true', help="first rewrite the numpy values and paths an earlier dphpe wrote (only for a file you trust)")
+    ck.add_argument('--cpu', action='store_true', help="rewrite a GPU run's checkpoint (CUDA-graph steps) so that a run resumes it on a CPU, with any dphpe version")
     ck.set_defaults(func=cmd_checkpoint)
     for name, func, hlp in (('pretrain', cmd_pretrain, 'public (COCO) pretraining, cached'),
                             ('baselines', cmd_baselines, 'the six non-private baselines of paper Table 1')):

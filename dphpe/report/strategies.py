@@ -4,6 +4,7 @@
 
 # %% ../../nbs/12k_strategies.ipynb #4c97a20e
 from __future__ import annotations
+import json
 from collections import Counter
 from pathlib import Path
 import numpy as np, pandas as pd
@@ -15,8 +16,8 @@ from .claims import ORDERING_METRIC, Claim, claim_rows, mean_lookup, paper_looku
 from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows
 
 # %% auto #0
-__all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'BEATING', 'block_runs', 'progress', 'predictions', 'decide', 'strategy_claims',
-           'block_means']
+__all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'BEATING', 'block_runs', 'ran_on', 'progress', 'predictions', 'decide',
+           'strategy_claims', 'block_means']
 
 # %% ../../nbs/12k_strategies.ipynb #34d66985
 BLOCK_C, BLOCK_EPS = (.01, 1.), (.2, .8) # the central cells the block runs
@@ -33,6 +34,14 @@ PLAN_STEPS = (('seed 0: finetune_full and scratch', dict(strategy=('finetune_ful
               ('seeds 1–2: finetune_full and scratch', dict(strategy=('finetune_full', 'scratch'), seed=(1, 2))),
               ('seeds 1–2: finetune', dict(strategy=('finetune',), seed=(1, 2)))) # (step, {parameter: values it takes}), in the plan's order
 
+def ran_on(record:Path, # a run's record folder
+           m, # its record (`read_metrics`)
+          )->str:
+    "Where a run trained: its device (graphed steps said so), or each machine in turn for a run resumed from another's checkpoint (`segments.jsonl`)."
+    seg = record/'segments.jsonl'
+    if not seg.exists(): return f"{m.device or 'unknown'}{' (graphed)' if m.step_mode == 'graph' else ''}"
+    return ' then '.join(dict.fromkeys(json.loads(l)['device'] for l in seg.read_text().splitlines())) + ' (resumed)'
+
 def progress(records:Path, # the block's records (`figures/strategies/records`)
              runs:list=None, # run parameters of the block (None: `block_runs()`)
              steps:tuple=PLAN_STEPS, # (step, {parameter: values}) in the plan's order; a run belongs to the first step it matches
@@ -42,8 +51,8 @@ def progress(records:Path, # the block's records (`figures/strategies/records`)
     for step, where in steps:
         sel = [p for p in left if all(p[k] in v for k, v in where.items())]
         left = [p for p in left if p not in sel]
-        done = [m for p in sel if (m := read_metrics(Path(records)/run_name(p))) is not None]
-        devices = Counter(f"{m.device or 'unknown'}{' (graphed)' if m.step_mode == 'graph' else ''}" for m in done)
+        done = [(p, m) for p in sel if (m := read_metrics(Path(records)/run_name(p))) is not None]
+        devices = Counter(ran_on(Path(records)/run_name(p), m) for p, m in done)
         rows.append(dict(step=step, planned=len(sel), finished=len(done),
                          **{'ran on': ', '.join(f'{d}: {n}' for d, n in sorted(devices.items())) or '–'}))
     return pd.DataFrame(rows)
