@@ -16,8 +16,8 @@ from .claims import ORDERING_METRIC, Claim, claim_rows, mean_lookup, paper_looku
 from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows
 
 # %% auto #0
-__all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'BEATING', 'block_runs', 'ran_on', 'progress', 'predictions', 'decide',
-           'strategy_claims', 'block_means']
+__all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'BEATING', 'block_runs', 'ran_on', 'progress', 'run_costs', 'predictions',
+           'decide', 'strategy_claims', 'block_means']
 
 # %% ../../nbs/12k_strategies.ipynb #34d66985
 BLOCK_C, BLOCK_EPS = (.01, 1.), (.2, .8) # the central cells the block runs
@@ -56,6 +56,16 @@ def progress(records:Path, # the block's records (`figures/strategies/records`)
         rows.append(dict(step=step, planned=len(sel), finished=len(done),
                          **{'ran on': ', '.join(f'{d}: {n}' for d, n in sorted(devices.items())) or '–'}))
     return pd.DataFrame(rows)
+
+# %% ../../nbs/12k_strategies.ipynb #a43acc07
+def run_costs(records:Path, # the block's records (`figures/strategies/records`)
+             )->pd.DataFrame:
+    "Per place runs trained (`ran_on`): how many, and the median, fastest and slowest minutes of their training epochs."
+    rows = [dict(where=ran_on(d, m), minutes=sum(m.epoch_seconds) / 60) for d in sorted(Path(records).glob('*/'))
+            if (m := read_metrics(d)) is not None and m.epoch_seconds]
+    if not rows: return pd.DataFrame(columns=['where', 'runs', 'median', 'fastest', 'slowest'])
+    g = pd.DataFrame(rows).groupby('where').minutes
+    return pd.DataFrame({'runs': g.size(), 'median': g.median(), 'fastest': g.min(), 'slowest': g.max()}).reset_index()
 
 # %% ../../nbs/12k_strategies.ipynb #9146b518
 BEATING = ('projection', 'feature', 'feature_projection') # the methods S1 and S2 compare with DP-SGD
