@@ -28,7 +28,7 @@ __all__ = ['POSE_BATCH', 'CROP_CACHE_VERSION', 'SCHEDULES', 'LEGACY_GLOBALS', 'p
            'save_atomic', 'crop_cache', 'cache_folder', 'kept', 'prune', 'crops_key', 'preload_crops', 'SimCCLoss',
            'image_coords', 'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict',
            'ValidationCurve', 'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'CheckpointError', 'read_checkpoint',
-           'plain_values', 'convert_checkpoint', 'checkpoint_for_cpu', 'Checkpoint', 'resumable', 'restore', 'fit_pose']
+           'plain_values', 'convert_checkpoint', 'Checkpoint', 'resumable', 'checkpoint_for_cpu', 'restore', 'fit_pose']
 
 # %% ../nbs/06_train.ipynb #7e4b6288
 POSE_BATCH = ('image', 'joints', 'visible', 'index', 'mask')
@@ -350,17 +350,6 @@ def convert_checkpoint(path:Path, # a trusted checkpoint an earlier dphpe wrote
     else: read_checkpoint(path, 'it cannot be converted')  # safe already, or no checkpoint at all: one line
     return unsafe
 
-def checkpoint_for_cpu(path:Path, # a run's checkpoint, made on a GPU with CUDA-graph steps
-                      )->bool:
-    "Rewrite the checkpoint at `path` so that any dphpe resumes it on a CPU (no `capturable` optimizer groups); True if it changed."
-    ck = read_checkpoint(path, 'it cannot be rewritten')
-    groups = ck.get('opt', {}).get('param_groups', [])
-    if not any(g.get('capturable') for g in groups): return False
-    for g in groups: g['capturable'] = False
-    save_atomic(ck, path)
-    return True
-
-
 # %% ../nbs/06_train.ipynb #2b67415e
 class Checkpoint(Callback):
     "Save model, optimizer, next epoch, metric history, epoch times and smoothed loss to `fname` after every epoch; with `keep_best`, the best epoch's model too."
@@ -397,6 +386,15 @@ def resumable(saved:dict, # the optimizer state a checkpoint holds
     if 'param_groups' not in saved: return saved  # fastai's own optimizers keep no torch groups
     keep = lambda g, f: {**g, 'capturable': f['capturable']} if 'capturable' in f else g
     return {**saved, 'param_groups': [keep(g, f) for g, f in zip(saved['param_groups'], fresh['param_groups'])]}
+
+def checkpoint_for_cpu(path:Path, # a run's checkpoint, made on a GPU with CUDA-graph steps
+                      )->bool:
+    "Rewrite the checkpoint at `path` so that any dphpe resumes it on a CPU (no `capturable` optimizer groups); True if it changed."
+    ck = read_checkpoint(path, 'it cannot be rewritten')
+    groups = ck.get('opt', {}).get('param_groups', [])
+    if not any(g.get('capturable') for g in groups): return False
+    save_atomic({**ck, 'opt': resumable(ck['opt'], {'param_groups': [{'capturable': False}] * len(groups)})}, path)  # as a CPU optimizer resumes it
+    return True
 
 def restore(learn:Learner, # the learner to load into
             fname:Path, # a `Checkpoint` file

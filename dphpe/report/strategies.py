@@ -51,8 +51,8 @@ def progress(records:Path, # the block's records (`figures/strategies/records`)
     for step, where in steps:
         sel = [p for p in left if all(p[k] in v for k, v in where.items())]
         left = [p for p in left if p not in sel]
-        done = [(p, m) for p in sel if (m := read_metrics(Path(records)/run_name(p))) is not None]
-        devices = Counter(ran_on(Path(records)/run_name(p), m) for p, m in done)
+        done = [(d, m) for p in sel if (m := read_metrics(d := Path(records)/run_name(p))) is not None]
+        devices = Counter(ran_on(d, m) for d, m in done)
         rows.append(dict(step=step, planned=len(sel), finished=len(done),
                          **{'ran on': ', '.join(f'{d}: {n}' for d, n in sorted(devices.items())) or '–'}))
     return pd.DataFrame(rows)
