@@ -195,7 +195,7 @@ def cmd_report(args):
     from dphpe.report.write import write_report
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/args.preset)
     files = write_report(runs, out)
-    files += write_regime(runs, out)
+    if not args.no_regime: files += write_regime(runs, out)  # measures the preset's start of training: minutes
     print(f"{len(files)} files written to {out}:\n" + '\n'.join(f"  {f.name}" for f in files))
     return 0
 
@@ -461,6 +461,8 @@ def parser()->argparse.ArgumentParser:
     rp.add_argument('--preset', default='quick', help='sets the defaults of --runs and --out')
     rp.add_argument('--runs', default=None, help='default runs/<preset>')
     rp.add_argument('--out', default=None, help='default figures/<preset>')
+    rp.add_argument('--no-regime', dest='no_regime', action='store_true',
+                    help="skip the regime card (a block's records whose preset's card its main report has)")
     rp.set_defaults(func=cmd_report)
     rg = sub.add_parser('regime', help="where the preset's private runs sit, beside the paper's (the regime card)")
     rg.add_argument('--preset', default='quick', help='a study preset')

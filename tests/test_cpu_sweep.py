@@ -1,0 +1,83 @@
+"""`.ci/cpu-sweep`, a pinned block's sweep on this CPU, and `.ci/run-history`, the record of which machine trained which
+epochs of a run that moved between machines (a GPU lease's checkpoint resumed here)."""
+import json, os, shutil, subprocess, sys, tarfile
+from pathlib import Path
+import pytest, torch
+
+ROOT = Path(__file__).resolve().parents[1]
+WHERE = ['--preset', 'tiny', '--where', 'method=dpsgd', 'seed=0']  # one run of the tiny grid
+RUN = 'mpii-dpsgd-finetune-C0.01-eps0.8-s0'
+
+def history(runs:Path, records:Path, device:str='cpu', *pack)->subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT/'.ci'/'run-history'), str(runs), str(records), device, *pack],
+                          cwd=ROOT, env={**os.environ, 'PYTHONPATH': str(ROOT)}, capture_output=True, text=True, timeout=120)
+
+def turns(f:Path)->list: return [(t['device'], t['epochs']) for t in map(json.loads, f.read_text().splitlines())]
+
+def fake_run(runs:Path, name:str, epochs:int, done:int=None, segments:list=None):
+    "A run folder: finished (a record of `epochs`) or cut short after `done` epochs (a checkpoint), with the history `segments`."
+    d = runs/name; d.mkdir(parents=True)
+    if done is None: (d/'metrics.json').write_text(json.dumps({'params': {'epochs': epochs}}))
+    else: torch.save({'epoch': done, 'n_epoch': epochs}, d/'checkpoint.pth')
+    if segments: (d/'segments.jsonl').write_text(''.join(json.dumps(dict(device=dev, epochs=e, of=epochs, date='2026-11-28')) + '\n' for dev, e in segments))
+    return d
+
+def test_history_follows_a_run_between_machines(tmp_path):
+    runs, records = tmp_path/'runs', tmp_path/'records'
+    fake_run(runs, 'moved', 9, segments=[('cuda', [0, 7])])  # a lease's checkpoint, finished here
+    fake_run(runs, 'here', 9)                                 # trained here alone
+    fake_run(runs, 'going', 9, done=4, segments=[('cuda', [0, 2])])  # resumed here, not finished
+    for r in ('moved', 'here'): (records/r).mkdir(parents=True)
+    assert history(runs, records).returncode == 0
+    assert turns(records/'moved'/'segments.jsonl') == [('cuda', [0, 7]), ('cpu', [7, 9])]
+    assert not (records/'here'/'segments.jsonl').exists() and not (runs/'here'/'segments.jsonl').exists()
+    assert turns(runs/'going'/'segments.jsonl') == [('cuda', [0, 2]), ('cpu', [2, 4])]
+    history(runs, records)  # again: nothing new trained, nothing added
+    assert turns(records/'moved'/'segments.jsonl') == [('cuda', [0, 7]), ('cpu', [7, 9])]
+
+def test_runs_leaving_are_packed(tmp_path):
+    runs, out = tmp_path/'runs', tmp_path/'out'; out.mkdir()
+    fake_run(runs, 'cut', 9, done=3)
+    fake_run(runs, 'kept here', 9, done=0)
+    res = history(runs, tmp_path/'records', '', '--pack', str(out))
+    assert '2 run(s) cut short' in res.stdout and 'cut (3 of 9 epochs)' in res.stdout
+    assert turns(runs/'cut'/'segments.jsonl') == [('cpu', [0, 3])]
+    with tarfile.open(out/'partial-1.tgz') as t: assert sorted(t.getnames()) == ['cut/checkpoint.pth', 'cut/segments.jsonl', 'kept here/checkpoint.pth', 'kept here/segments.jsonl']
+
+def cpu_sweep(commit:str, records:Path, runs:Path, pinned:Path)->subprocess.CompletedProcess:
+    env = {**os.environ, 'PYTHON': sys.executable, 'RUNS': str(runs), 'PINNED': str(pinned), 'CORE': '0',
+           'DPHPE_CACHE': os.environ.get('DPHPE_CACHE', str(Path.home()/'.cache'/'dphpe'))}  # the data and pretraining other tests cache
+    return subprocess.run([str(ROOT/'.ci'/'cpu-sweep'), commit, str(records), *WHERE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+@pytest.fixture(scope='module')
+def pinned(tmp_path_factory):
+    "A sweep with the code of this checkout's HEAD, from a worktree the script adds; the worktree is removed afterwards."
+    if subprocess.run(['git', '-C', str(ROOT), 'rev-parse', 'HEAD'], capture_output=True).returncode: pytest.skip('not a git checkout')
+    head = subprocess.run(['git', '-C', str(ROOT), 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip()
+    tmp = tmp_path_factory.mktemp('cpu-sweep')
+    res = cpu_sweep(head[:7], tmp/'records', tmp/'runs', tmp/'code')
+    yield tmp, head, res
+    subprocess.run(['git', '-C', str(ROOT), 'worktree', 'remove', '--force', str(tmp/'code')], capture_output=True)
+
+def test_records_name_the_pinned_commit(pinned):
+    tmp, head, res = pinned
+    assert res.returncode == 0, res.stderr[-2000:]
+    rec = json.loads((tmp/'records'/RUN/'metrics.json').read_text())
+    assert rec['fingerprint']['commit'] == head
+    assert (tmp/'runs'/RUN/'metrics.json').exists()
+
+def test_a_leased_run_resumes_here_with_its_history(pinned, tmp_path):
+    "A GPU lease's checkpoint unpacked into the runs folder: the sweep resumes it, and its history goes beside the record."
+    tmp, head, _ = pinned
+    runs = tmp_path/'runs'; shutil.copytree(tmp/'runs'/RUN, runs/RUN)
+    (runs/RUN/'metrics.json').unlink()  # stopped after its last epoch's checkpoint, before its record
+    (runs/RUN/'segments.jsonl').write_text(json.dumps(dict(device='cuda', epochs=[0, 1], of=1, date='2026-11-28')) + '\n')
+    res = cpu_sweep(head[:7], tmp_path/'records', runs, tmp/'code')
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert 'Resuming from checkpoint.pth: 1 of 1 epochs done.' in (runs/RUN/'log.txt').read_text()
+    assert turns(tmp_path/'records'/RUN/'segments.jsonl') == [('cuda', [0, 1])]
+
+def test_a_commit_that_is_not_the_checkout_is_refused(pinned, tmp_path):
+    tmp, _, _ = pinned
+    res = cpu_sweep('HEAD~1', tmp_path/'records', tmp_path/'runs', tmp/'code')  # the folder holds HEAD, not HEAD~1
+    assert res.returncode == 1 and 'is not a checkout of HEAD~1' in res.stderr
