@@ -8,12 +8,12 @@ import warnings
 from pathlib import Path
 import numpy as np, pandas as pd
 from ..presets import AUTHORS_CODE, STUDY_PRESETS
-from ..experiment import RunRecord, read_metrics, _value
+from ..experiment import RunRecord, RUN_PARAMETERS, read_metrics, off_default, _value
 
 # %% auto #0
-__all__ = ['PRIVACY', 'FACTS', 'AUTHORS_KEYS', 'NO_RESULT', 'PAIR_KEYS', 'SETTINGS', 'complete_run', 'switch_of', 'peak_score',
-           'run_row', 'listed', 'latest_runs', 'collect_runs', 'data_label', 'source_kind', 'preset_settings',
-           'default_runs', 'with_defaults']
+__all__ = ['PRIVACY', 'FACTS', 'AUTHORS_KEYS', 'NO_RESULT', 'PAIR_KEYS', 'SETTINGS', 'complete_run', 'switch_of',
+           'off_default_now', 'peak_score', 'run_row', 'listed', 'latest_runs', 'collect_runs', 'data_label',
+           'source_kind', 'preset_settings', 'default_runs', 'with_defaults']
 
 # %% ../../nbs/12b_collect.ipynb #d3c4a5ce
 def complete_run(path:Path, # a run's metrics.json
@@ -39,6 +39,13 @@ def switch_of(off:dict|None, # a run's `off_default` parameters (None: a run rec
     if set(off) <= AUTHORS_KEYS: return 'authors_code', 'on'
     return '+'.join(off), ','.join(_value(v) for v in off.values())
 
+def off_default_now(m:RunRecord)->dict|None:
+    "The run's `off_default`, or `{}` where its parameters are its preset's defaults now (a kept calibration run whose values became the defaults)."
+    p = m.params
+    if not m.off_default or p.get('preset') not in STUDY_PRESETS or not set(RUN_PARAMETERS) <= set(p): return m.off_default
+    try: return m.off_default if off_default(p) else {}
+    except (ValueError, KeyError, TypeError): return m.off_default  # parameters today's code no longer takes: as recorded
+
 def peak_score(m:RunRecord)->float:
     "The best validation Mean PCKh@0.5 over a run's epochs (what `select='best'` reports), or NaN without a history."
     names = m.history_names or []
@@ -52,7 +59,7 @@ def run_row(m:RunRecord, # a finished run's record
     return {**m.params, **m.scores, **{f'coco_{k}': v for k, v in coco.items()}, **{k: priv.get(k, np.nan) for k in PRIVACY},
             'name': m.name, 'seconds': np.nan if m.seconds is None else m.seconds, 'synthetic': bool(m.synthetic),
             'metric': m.metric, 'data_root': m.data_root, 'run_dir': str(run_dir), 'finished': m.finished,
-            'param_keys': ','.join(m.params), 'score_keys': ','.join(m.scores), **dict(zip(('switch', 'value'), switch_of(m.off_default))),
+            'param_keys': ','.join(m.params), 'score_keys': ','.join(m.scores), **dict(zip(('switch', 'value'), switch_of(off_default_now(m)))),
             'peak_Mean': peak_score(m), 'horizon_curve': m.horizon, **{k: made.get(k) for k in ('code', 'commit')}}
 
 def listed(df:pd.DataFrame, # rows of `run_row`
