@@ -81,3 +81,18 @@ def test_a_commit_that_is_not_the_checkout_is_refused(pinned, tmp_path):
     tmp, _, _ = pinned
     res = cpu_sweep('HEAD~1', tmp_path/'records', tmp_path/'runs', tmp/'code')  # the folder holds HEAD, not HEAD~1
     assert res.returncode == 1 and 'is not a checkout of HEAD~1' in res.stderr
+
+def test_a_block_runs_only_from_its_public_model(tmp_path):
+    "A block folder naming its public model (public-model.sha256): refused without that file in the cache, let through with it."
+    block, cache, plain = tmp_path/'block', tmp_path/'cache', tmp_path/'plain'
+    for d in (cache/'pretrain', block/'records', plain/'dphpe'): d.mkdir(parents=True)  # plain: code in no git checkout
+    (cache/'pretrain'/'public.pth').write_bytes(b'the public model')
+    (block/'public-model.sha256').write_text(subprocess.run(['sha256sum', 'public.pth'], cwd=cache/'pretrain', capture_output=True, text=True).stdout)
+    run = lambda: subprocess.run([str(ROOT/'.ci'/'cpu-sweep'), 'HEAD', str(block/'records'), *WHERE], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                                 env={**os.environ, 'DPHPE_CACHE': str(cache), 'PINNED': str(plain), 'RUNS': str(tmp_path/'runs')})
+    (cache/'pretrain'/'public.pth').write_bytes(b'another public model')
+    res = run()
+    assert res.returncode == 1 and 'names the public model the block' in res.stderr and 'does not hold it' in res.stderr, res.stderr
+    (cache/'pretrain'/'public.pth').write_bytes(b'the public model')
+    res = run()  # the model is there: on to the code, which is no checkout of HEAD, so it stops there
+    assert res.returncode == 1 and 'names the public model' not in res.stderr and 'is not a checkout of HEAD' in res.stderr, res.stderr
