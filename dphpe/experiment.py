@@ -199,6 +199,7 @@ class RunRecord:
     device: str = None # where it trained: 'cpu', 'cuda', …
     step_mode: str = None # how its private steps ran: 'eager', or 'graph' (replayed from CUDA graphs, `$DPHPE_STEP_MODE`); None before it was recorded
     epoch_seconds: list = None # training time of each epoch, in s
+    epoch_devices: list = None # where each epoch trained ('cpu', 'cuda', …; None: a checkpoint too old to say): a run resumed on another machine shows it
     history: list = None # fastai's recorder values per epoch
     history_names: list = None # their names
     train_persons: int = None # |S_priv| the run trained on
@@ -365,7 +366,7 @@ def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
     record = RunRecord(run_name(p), p, off_default=off_default(p), data_root=str(Path(root).resolve()),
                        synthetic=manifest.exists() and json.loads(manifest.read_text()).get('synthetic', False),
                        metric=metric, scores=scores, coco=coco, privacy=getattr(learn, 'privacy', None),
-                       seconds=float(sum(learn.epoch_seconds)), wall_seconds=time.time() - t0, epoch_seconds=learn.epoch_seconds,
+                       seconds=float(sum(learn.epoch_seconds)), wall_seconds=time.time() - t0, epoch_seconds=learn.epoch_seconds, epoch_devices=learn.epoch_devices,
                        cpu_seconds=time.process_time() - c0, threads=torch.get_num_threads(), device=next(learn.model.parameters()).device.type,
                        step_mode='graph' if getattr(getattr(learn, 'private_step', None), 'capture', None) else 'eager',
                        history=learn.recorder.values, history_names=list(learn.recorder.metric_names[1:-1]),

@@ -352,7 +352,7 @@ def convert_checkpoint(path:Path, # a trusted checkpoint an earlier dphpe wrote
 
 # %% ../nbs/06_train.ipynb #2b67415e
 class Checkpoint(Callback):
-    "Save model, optimizer, next epoch, metric history, epoch times and smoothed loss to `fname` after every epoch; with `keep_best`, the best epoch's model too."
+    "Save model, optimizer, next epoch, metric history, epoch times and devices, and smoothed loss to `fname` after every epoch; with `keep_best`, the best epoch's model too."
     order = 65  # after the Recorder has the epoch's metrics
     def __init__(self, fname:Path, meta:dict=None, resumed:dict=None,
                  keep_best:bool=False, # also keep the model of the epoch with the highest first metric (`best`: epoch and model)
@@ -361,6 +361,7 @@ class Checkpoint(Callback):
     def before_fit(self):
         self.history, self.start, self.best = list(self.resumed.get('history', [])), self.resumed.get('epoch', 0), self.resumed.get('best')
         self.seconds = list(self.resumed.get('seconds', []))
+        self.devices = list(self.resumed.get('devices', [None] * len(self.seconds)))  # an older checkpoint's epochs: unknown
         sl = self.recorder.smooth_loss  # the train_loss fastai reports is smoothed across epochs: carry it over
         if 'smooth_loss' in self.resumed: sl.count, sl.val = self.resumed['smooth_loss']
     def before_epoch(self): self.t0 = time.time()
@@ -368,15 +369,17 @@ class Checkpoint(Callback):
         if self.epoch < self.start: return  # an epoch a resumed run skips
         self.history.append([float(v) for v in self.learn.final_record])
         self.seconds.append(time.time() - self.t0)
+        self.devices.append(next(self.learn.model.parameters()).device.type)
         sl = self.recorder.smooth_loss
         if self.keep_best and self.history[-1][2] >= max(h[2] for h in self.history):  # h: train loss, valid loss, metrics…; ties: the later epoch
             self.best = {'epoch': self.epoch + 1, 'model': {k: v.detach().clone() for k, v in self.learn.model.state_dict().items()}}
         save_atomic({'model': self.learn.model.state_dict(), 'best': self.best, 'opt': self.learn.opt.state_dict(), 'epoch': self.epoch + 1,
                      'n_epoch': self.n_epoch, 'history': self.history, 'names': list(self.recorder.metric_names[1:-1]),
-                     'smooth_loss': (sl.count, sl.val), 'seconds': self.seconds, 'meta': self.meta}, self.fname)
+                     'smooth_loss': (sl.count, sl.val), 'seconds': self.seconds, 'devices': self.devices, 'meta': self.meta}, self.fname)
     def after_fit(self):
         self.recorder.values = [list(v) for v in self.history]
         self.learn.epoch_seconds = list(self.seconds)  # every session's epochs, for callers that report timings
+        self.learn.epoch_devices = list(self.devices)  # and where each trained: a run resumed on another machine says so
 
 # %% ../nbs/06_train.ipynb #49916a4e
 def resumable(saved:dict, # the optimizer state a checkpoint holds
@@ -430,6 +433,7 @@ def fit_pose(learn:Learner, # from `pose_learner`
     start = ck.get('epoch', 0)
     if start >= epochs:  # finished already: nothing to train, but the history and timings are the run's
         learn.recorder.values, learn.epoch_seconds = [list(v) for v in ck['history']], list(ck.get('seconds', []))
+        learn.epoch_devices = list(ck.get('devices', [None] * len(learn.epoch_seconds)))
         learn.recorder.metric_names = L(['epoch', *ck['names'], 'time'])
         return learn
     cbs = [SeedEpochs(seed), ParamScheduler(SCHEDULES[schedule](lr))]

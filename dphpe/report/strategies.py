@@ -6,6 +6,7 @@
 from __future__ import annotations
 import json
 from collections import Counter
+from itertools import groupby
 from pathlib import Path
 import numpy as np, pandas as pd
 from ..model import STRATEGIES
@@ -37,7 +38,8 @@ PLAN_STEPS = (('seed 0: finetune_full and scratch', dict(strategy=('finetune_ful
 def ran_on(record:Path, # a run's record folder
            m, # its record (`read_metrics`)
           )->str:
-    "Where a run trained: its device (graphed steps said so), or each machine in turn for a run resumed from another's checkpoint (`segments.jsonl`)."
+    "Where a run trained: its device (graphed steps said so), or each machine in turn for a run resumed on another (its record's `epoch_devices`, or the `segments.jsonl` beside a record too old to have them)."
+    if len(turns := [d for d, _ in groupby(d for d in (m.epoch_devices or []) if d)]) > 1: return ' then '.join(turns) + ' (resumed)'
     seg = record/'segments.jsonl'
     if not seg.exists(): return f"{m.device or 'unknown'}{' (graphed)' if m.step_mode == 'graph' else ''}"
     return ' then '.join(dict.fromkeys(json.loads(l)['device'] for l in seg.read_text().splitlines())) + ' (resumed)'
