@@ -18,7 +18,7 @@ from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows
 
 # %% auto #0
 __all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'BEATING', 'block_runs', 'ran_on', 'progress', 'run_costs', 'predictions',
-           'decide', 'strategy_claims', 'block_means']
+           'decide', 'plan_verdicts', 'block_means']
 
 # %% ../../nbs/12k_strategies.ipynb #34d66985
 BLOCK_C, BLOCK_EPS = (.01, 1.), (.2, .8) # the central cells the block runs
@@ -100,19 +100,22 @@ def decide(mean:Claim, # the prediction on the seeds' means
     missing = [f'{len(judged)} of {n_seeds} seeds'] * (len(judged) < n_seeds) + [f'{mean.n} of {cells} comparisons'] * (mean.n < cells)
     return v + (f" (provisional: {', '.join(missing)})" if missing else '')
 
-def strategy_claims(df:pd.DataFrame, # rows of `collect_runs` of the block's records
-                   )->pd.DataFrame:
-    "One row per prediction S1–S5: comparisons measured, ours and the paper's as 'holds (k/n)', seeds that hold, mean gaps, the plan's verdict."
-    split = claim_rows(df, 'mpii') if len(df) else None
-    ours, per_seed = (mean_lookup(*split), seed_lookups(*split)) if split else (lambda *key: np.nan, {})  # no runs yet: the paper's side alone
+def plan_verdicts(df:pd.DataFrame, # rows of `collect_runs` of the block's records
+                  preds:dict, # {id: (words, [(x key, y key)])}: a plan's predictions, e.g. `predictions()`
+                  dataset:str='mpii', # 'mpii' (Mean PCKh@0.5) or 'humanart' (OKS AP)
+                  n_seeds:int=3, # seeds the plan runs
+                 )->pd.DataFrame:
+    "One row per prediction: comparisons measured, ours and the paper's as 'holds (k/n)', seeds that hold, mean gaps, the plan's verdict."
+    split = claim_rows(df, dataset) if len(df) else None
+    ours, per_seed = (mean_lookup(*split, ORDERING_METRIC[dataset][0]), seed_lookups(*split, dataset)) if split else (lambda *key: np.nan, {})  # no runs yet: the paper's side alone
     rows = []
-    for sid, (words, pairs) in predictions().items():
+    for sid, (words, pairs) in preds.items():
         make = lambda at: Claim(sid, '', tuple(at(*x) for x, _ in pairs), tuple(at(*y) for _, y in pairs))
-        mean, paper = make(ours), make(paper_lookup('mpii'))
+        mean, paper = make(ours), make(paper_lookup(dataset))
         judged = [c for at in per_seed.values() if (c := make(at)).n]
         rows.append(dict(id=sid, prediction=words, compared=f'{mean.n} of {len(pairs)}', ours=mean.verdict, paper=paper.verdict,
                          seeds=f'{sum(c.holds for c in judged)} of {len(judged)}', **{'mean gap, ours': np.mean(mean.gaps) if mean.n else np.nan,
-                         'mean gap, paper': np.mean(paper.gaps)}, verdict=decide(mean, judged, len(pairs))))
+                         'mean gap, paper': np.mean(paper.gaps) if paper.n else np.nan}, verdict=decide(mean, judged, len(pairs), n_seeds)))
     return pd.DataFrame(rows)
 
 # %% ../../nbs/12k_strategies.ipynb #56186581
