@@ -4,11 +4,11 @@
 
 # %% ../../nbs/12l_humanart.ipynb #716ab1bb
 from __future__ import annotations
-from ..presets import ALL_EPS, PAPER_METHODS
+from ..presets import HUMANART_TABLES, PAPER_METHODS
 from .strategies import BEATING
 
 # %% auto #0
-__all__ = ['HUMANART_STEPS', 'HUMANART_C', 'HUMANART_STRATEGIES', 'humanart_predictions']
+__all__ = ['HUMANART_STEPS', 'PRIVATE_CELLS', 'humanart_predictions']
 
 # %% ../../nbs/12l_humanart.ipynb #1c1f1b02
 HUMANART_STEPS = (("seed 0: non-private finetune (the calibration's)", dict(seed=(0,), strategy=('finetune',), method=('nonprivate',))),
@@ -18,21 +18,22 @@ HUMANART_STEPS = (("seed 0: non-private finetune (the calibration's)", dict(seed
                   ('seeds 1–2', {})) # (step, {parameter: values it takes}) in the plan's order (figures/humanart/plan.md)
 
 # %% ../../nbs/12l_humanart.ipynb #7622bb62
-HUMANART_C, HUMANART_STRATEGIES = (.01, .1), ('finetune', 'finetune_full') # the paper's Human-Art cells
+PRIVATE_CELLS = HUMANART_TABLES[-1] # the paper's Human-Art cells: every method at its strategies, C and ε (`dphpe.presets`)
 
-def humanart_predictions(eps:tuple=ALL_EPS, # the budgets compared
+def humanart_predictions(eps:tuple=PRIVATE_CELLS.epsilon, # the budgets compared
                         )->dict:
     "{id: (the prediction in words, [(x key, y key)] of the comparisons x ≥ y it makes)} of the Human-Art plan's H1–H7."
+    strategies, Cs = PRIVATE_CELLS.strategies, PRIVATE_CELLS.C
     vs_dpsgd = lambda strategy, C: [((m, strategy, C, e), ('dpsgd', strategy, C, e)) for m in BEATING for e in eps]
-    cells = [(s, C, e) for s in HUMANART_STRATEGIES for C in HUMANART_C for e in eps]
+    cells = [(s, C, e) for s in strategies for C in Cs for e in eps]
     return {'H1': ('finetune, C = 0.01: Projected DP-SGD, Feature DP and Feature-Projective DP ≥ DP-SGD at each ε', vs_dpsgd('finetune', .01)),
             'H2': ('finetune, C = 0.1: the same three ≥ DP-SGD at each ε', vs_dpsgd('finetune', .1)),
             'H3': ('finetune_full, both C: the same three ≥ DP-SGD at each ε', vs_dpsgd('finetune_full', .01) + vs_dpsgd('finetune_full', .1)),
             'H4': ('every cell: Feature-Projective DP ≥ Feature DP and ≥ Projected DP-SGD',
                    [(('feature_projection', *c), (m, *c)) for c in cells for m in ('feature', 'projection')]),
             'H5': ('every method and strategy: C = 0.01 ≥ C = 0.1 at each ε',
-                   [((m, s, .01, e), (m, s, .1, e)) for m in PAPER_METHODS for s in HUMANART_STRATEGIES for e in eps]),
+                   [((m, s, .01, e), (m, s, .1, e)) for m in PAPER_METHODS for s in strategies for e in eps]),
             'H6': ('every method and C: finetune ≥ finetune_full at each ε',
-                   [((m, 'finetune', C, e), (m, 'finetune_full', C, e)) for m in PAPER_METHODS for C in HUMANART_C for e in eps]),
+                   [((m, 'finetune', C, e), (m, 'finetune_full', C, e)) for m in PAPER_METHODS for C in Cs for e in eps]),
             'H7': ('each method grows with ε, at every strategy and C',
-                   [((m, s, C, b), (m, s, C, a)) for m in PAPER_METHODS for s in HUMANART_STRATEGIES for C in HUMANART_C for a, b in zip(eps, eps[1:])])}
+                   [((m, s, C, b), (m, s, C, a)) for m in PAPER_METHODS for s in strategies for C in Cs for a, b in zip(eps, eps[1:])])}
