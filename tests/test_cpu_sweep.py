@@ -1,6 +1,6 @@
 """`.ci/cpu-sweep`, a pinned block's sweep on this CPU, and `.ci/run-history`, the record of which machine trained which
 epochs of a run that moved between machines (a GPU lease's checkpoint resumed here)."""
-import json, os, shutil, subprocess, sys, tarfile
+import json, os, shutil, subprocess, sys, tarfile, time
 from pathlib import Path
 import pytest, torch
 
@@ -96,3 +96,23 @@ def test_a_block_runs_only_from_its_public_model(tmp_path):
     (cache/'pretrain'/'public.pth').write_bytes(b'the public model')
     res = run()  # the model is there: on to the code, which is no checkout of HEAD, so it stops there
     assert res.returncode == 1 and 'names the public model' not in res.stderr and 'is not a checkout of HEAD' in res.stderr, res.stderr
+
+def test_queue_runs_each_cores_sweeps_in_order(tmp_path):
+    "`.ci/cpu-queue` starts one background queue per core; its sweeps run one after another, and a second start while it runs starts nothing."
+    lanes, queue, records = tmp_path/'lanes', tmp_path/'queue', tmp_path/'block'/'records'
+    lanes.write_text(f"# two sweeps of one block on core 0\n0  -  {records}  {' '.join(WHERE)}\n"
+                     f"0  -  {records}  --preset tiny --where method=nonprivate features=raw seed=0\n")
+    env = {**os.environ, 'LANES': str(lanes), 'QUEUE': str(queue), 'PYTHON': sys.executable, 'RUNS': str(tmp_path/'runs'),
+           'DPHPE_CACHE': os.environ.get('DPHPE_CACHE', str(Path.home()/'.cache'/'dphpe'))}
+    start = lambda: subprocess.run([str(ROOT/'.ci'/'cpu-queue')], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert '2 sweep(s) queued' in start().stdout
+    assert 'runs already' in start().stdout
+    log = queue/'cpu-queue-0.log'
+    for _ in range(600):
+        if 'queue done' in (log.read_text() if log.exists() else ''): break
+        time.sleep(1)
+    text = log.read_text()
+    assert 'queue done' in text, text[-2000:]
+    assert text.index(' '.join(WHERE)) < text.index('method=nonprivate')  # the file's order
+    assert sorted(p.name for p in records.iterdir() if p.is_dir()) == [RUN, 'mpii-nonprivate-raw-finetune-s0']
+    assert not (queue/'cpu-queue-0.pgid').exists()
