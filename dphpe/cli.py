@@ -12,10 +12,10 @@ from .quiet import fastai_quietly
 # %% auto #0
 __all__ = ['STEP_MODE_CHOICES', 'STEP_MODE_HELP', 'REAL_STRATEGIES', 'NEGATIVE_NUMBER', 'RECORDS_HELP', 'run_cli', 'synth_data',
            'check_synth', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value', 'set_step_mode',
-           'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'cmd_report', 'study_preset', 'dataset_folder',
-           'train_config', 'cmd_pretrain', 'cmd_baselines', 'checkpoint_summary', 'cmd_checkpoint', 'cmd_regime',
-           'cmd_calibrate', 'write_regime', 'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench', 'cmd_probe',
-           'parser', 'main']
+           'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'plan_predictions', 'cmd_report', 'study_preset',
+           'dataset_folder', 'train_config', 'cmd_pretrain', 'cmd_baselines', 'checkpoint_summary', 'cmd_checkpoint',
+           'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench',
+           'cmd_probe', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -190,11 +190,25 @@ def bench_costs(preset:str, # a key of `STUDY_PRESETS`
     from dphpe.bench import method_costs, bench_summary
     return bench_summary(method_costs(pre.train.backbone, pre.train.input_size, bs=pre.train.bs, repeats=3))
 
+def plan_predictions(name:str, # a pre-registered block: 'strategies' or 'humanart'
+                    )->tuple:
+    "(predictions, dataset, plan file) of the block's plan, for `dphpe report --plan`."
+    from dphpe.report.strategies import predictions
+    from dphpe.report.humanart import humanart_predictions
+    plans = {'strategies': (predictions(), 'mpii'), 'humanart': (humanart_predictions(), 'humanart')}
+    if name not in plans: raise ValueError(f"Unknown plan {name!r}; choose one of {sorted(plans)} (the blocks with pre-registered predictions).")
+    return *plans[name], f'figures/{name}/plan.md'
+
 def cmd_report(args):
     "`dphpe report`: tables and figures from run directories."
     from dphpe.report.write import write_report
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/args.preset)
+    plan = plan_predictions(args.plan) if args.plan else None  # a wrong name fails before anything is written
     files = write_report(runs, out)
+    if plan:
+        from dphpe.report.collect import collect_runs
+        from dphpe.report.strategies import write_verdicts
+        files += write_verdicts(collect_runs(runs), out, *plan)
     if not args.no_regime: files += write_regime(runs, out)  # measures the preset's start of training: minutes
     print(f"{len(files)} files written to {out}:\n" + '\n'.join(f"  {f.name}" for f in files))
     return 0
@@ -463,6 +477,7 @@ def parser()->argparse.ArgumentParser:
     rp.add_argument('--out', default=None, help='default figures/<preset>')
     rp.add_argument('--no-regime', dest='no_regime', action='store_true',
                     help="skip the regime card (a block's records whose preset's card its main report has)")
+    rp.add_argument('--plan', default=None, help="also decide a pre-registered block's predictions (verdicts.csv/.md): strategies or humanart")
     rp.set_defaults(func=cmd_report)
     rg = sub.add_parser('regime', help="where the preset's private runs sit, beside the paper's (the regime card)")
     rg.add_argument('--preset', default='quick', help='a study preset')

@@ -71,12 +71,15 @@ def test_records_outlive_the_runs_folder(killed_and_rerun, tmp_path):
     fresh = subprocess.run(sweep_cmd(tmp_path/'fresh', '--records', str(records_of(runs))), capture_output=True, text=True, timeout=600)
     assert fresh.returncode == 0 and '4 finished record(s) restored' in fresh.stdout and '4 done, 0 to run' in fresh.stdout, fresh.stdout + fresh.stderr
     assert {n: t for n, (_, t) in finished(tmp_path/'fresh').items()} == kept
-    for folder, extra in ((runs, []), (records_of(runs), ['--no-regime'])):  # the report from the kept records alone gives the same tables
+    for folder, extra in ((runs, []), (records_of(runs), ['--no-regime', '--plan', 'strategies'])):  # the report from the kept records alone gives the same tables
         r = subprocess.run([*DPHPE, 'report', '--runs', str(folder), '--out', str(tmp_path/folder.name), *extra], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
     tables = lambda d: {f.name: f.read_text() for f in sorted((tmp_path/d).glob('table*.csv'))}
     assert tables('runs') and tables('runs') == tables('records')
     assert (tmp_path/'runs'/'regime.json').exists() and not (tmp_path/'records'/'regime.json').exists()  # --no-regime: no card measured
+    assert (tmp_path/'records'/'verdicts.md').read_text().startswith('The predictions of figures/strategies/plan.md')  # --plan: the block's verdicts
+    bad = subprocess.run([*DPHPE, 'report', '--runs', str(runs), '--out', str(tmp_path/'bad'), '--plan', 'nope'], capture_output=True, text=True)
+    assert bad.returncode != 0 and "Unknown plan 'nope'" in bad.stderr and not (tmp_path/'bad').exists(), bad.stderr
 
 
 def test_failed_run_is_retried_once_and_reported(tmp_path):

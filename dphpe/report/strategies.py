@@ -14,11 +14,12 @@ from ..presets import PAPER_METHODS
 from ..experiment import run_name, read_metrics
 from ..sweep import grid
 from .claims import ORDERING_METRIC, Claim, claim_rows, mean_lookup, paper_lookup, seed_lookups
-from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows
+from .collect import data_label
+from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows, markdown_table, write_table
 
 # %% auto #0
 __all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'BEATING', 'block_runs', 'ran_on', 'progress', 'run_costs', 'predictions',
-           'decide', 'plan_verdicts', 'block_means']
+           'decide', 'plan_verdicts', 'write_verdicts', 'block_means']
 
 # %% ../../nbs/12k_strategies.ipynb #34d66985
 BLOCK_C, BLOCK_EPS = (.01, 1.), (.2, .8) # the central cells the block runs
@@ -117,6 +118,20 @@ def plan_verdicts(df:pd.DataFrame, # rows of `collect_runs` of the block's recor
                          seeds=f'{sum(c.holds for c in judged)} of {len(judged)}', **{'mean gap, ours': np.mean(mean.gaps) if mean.n else np.nan,
                          'mean gap, paper': np.mean(paper.gaps) if paper.n else np.nan}, verdict=decide(mean, judged, len(pairs), n_seeds)))
     return pd.DataFrame(rows)
+
+# %% ../../nbs/12k_strategies.ipynb #59c01551
+def write_verdicts(df:pd.DataFrame, # rows of `collect_runs` of the block's records
+                   out:Path, # the block's report folder
+                   preds:dict, # the plan's predictions, e.g. `predictions()`
+                   dataset:str='mpii', # 'mpii' or 'humanart'
+                   plan:str='the plan', # which plan, for the caption (e.g. 'figures/strategies/plan.md')
+                  )->list:
+    "`verdicts.csv` / `.md` in `out`: `plan_verdicts` of the runs, captioned with their data source and the plan; return both paths."
+    t = plan_verdicts(df, preds, dataset)
+    signed = lambda t: markdown_table(t.assign(**{c: t[c].map(lambda v: fmt_pm(v, np.nan, sign=True)) for c in ('mean gap, ours', 'mean gap, paper')}))
+    caption = (f"The predictions of {plan}, decided by its rule in {ORDERING_METRIC[dataset][2]} on {data_label(df) if len(df) else 'no run yet'}; "
+               f"the paper's side on its own numbers ({ORDERING_METRIC[dataset][3]}).")
+    return write_table(t, caption, 'verdicts', out, signed)
 
 # %% ../../nbs/12k_strategies.ipynb #56186581
 def block_means(df:pd.DataFrame, # rows of `collect_runs` of the block's records
