@@ -107,6 +107,8 @@ def test_queue_runs_each_cores_sweeps_in_order(tmp_path):
     start = lambda: subprocess.run([str(ROOT/'.ci'/'cpu-queue')], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert '2 sweep(s) queued' in start().stdout
     assert 'runs already' in start().stdout
+    stop = lambda *core: subprocess.run([str(ROOT/'.ci'/'cpu-queue'), '--stop', *core], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert stop('1').stdout == '' and (queue/'cpu-queue-0.pgid').exists()  # another core's: nothing to stop
     log = queue/'cpu-queue-0.log'
     for _ in range(600):
         if 'queue done' in (log.read_text() if log.exists() else ''): break
@@ -116,3 +118,16 @@ def test_queue_runs_each_cores_sweeps_in_order(tmp_path):
     assert text.index(' '.join(WHERE)) < text.index('method=nonprivate')  # the file's order
     assert sorted(p.name for p in records.iterdir() if p.is_dir()) == [RUN, 'mpii-nonprivate-raw-finetune-s0']
     assert not (queue/'cpu-queue-0.pgid').exists()
+
+def test_queue_stops(tmp_path):
+    "`.ci/cpu-queue --stop CORE` stops that core's queue and every process of it (its run resumes at the next start)."
+    lanes, queue = tmp_path/'lanes', tmp_path/'queue'
+    lanes.write_text(f"0  -  {tmp_path/'block'/'records'}  --preset tiny --where method=nonprivate features=public seed=1\n")
+    env = {**os.environ, 'LANES': str(lanes), 'QUEUE': str(queue), 'PYTHON': sys.executable, 'RUNS': str(tmp_path/'runs'),
+           'DPHPE_CACHE': os.environ.get('DPHPE_CACHE', str(Path.home()/'.cache'/'dphpe'))}
+    subprocess.run([str(ROOT/'.ci'/'cpu-queue')], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    group = (queue/'cpu-queue-0.pgid').read_text().strip()
+    res = subprocess.run([str(ROOT/'.ci'/'cpu-queue'), '--stop', '0'], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert 'stopped' in res.stdout and not (queue/'cpu-queue-0.pgid').exists()
+    time.sleep(2)
+    assert subprocess.run(['pgrep', '-g', group], capture_output=True).returncode == 1, 'a process of the stopped queue still runs'
