@@ -28,7 +28,8 @@ __all__ = ['POSE_BATCH', 'CROP_CACHE_VERSION', 'SCHEDULES', 'LEGACY_GLOBALS', 'p
            'save_atomic', 'crop_cache', 'cache_folder', 'kept', 'prune', 'crops_key', 'preload_crops', 'SimCCLoss',
            'image_coords', 'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict',
            'ValidationCurve', 'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'CheckpointError', 'read_checkpoint',
-           'plain_values', 'convert_checkpoint', 'Checkpoint', 'resumable', 'checkpoint_for_cpu', 'restore', 'fit_pose']
+           'plain_values', 'convert_checkpoint', 'checkpoint_devices', 'Checkpoint', 'resumable', 'checkpoint_for_cpu',
+           'restore', 'fit_pose']
 
 # %% ../nbs/06_train.ipynb #7e4b6288
 POSE_BATCH = ('image', 'joints', 'visible', 'index', 'mask')
@@ -351,6 +352,10 @@ def convert_checkpoint(path:Path, # a trusted checkpoint an earlier dphpe wrote
     return unsafe
 
 # %% ../nbs/06_train.ipynb #2b67415e
+def checkpoint_devices(ck:dict)->list:
+    "Where each finished epoch of a checkpoint trained ('cpu', 'cuda', …); None for the epochs of one too old to say."
+    return list(ck.get('devices', [None] * len(ck.get('seconds', []))))
+
 class Checkpoint(Callback):
     "Save model, optimizer, next epoch, metric history, epoch times and devices, and smoothed loss to `fname` after every epoch; with `keep_best`, the best epoch's model too."
     order = 65  # after the Recorder has the epoch's metrics
@@ -361,7 +366,7 @@ class Checkpoint(Callback):
     def before_fit(self):
         self.history, self.start, self.best = list(self.resumed.get('history', [])), self.resumed.get('epoch', 0), self.resumed.get('best')
         self.seconds = list(self.resumed.get('seconds', []))
-        self.devices = list(self.resumed.get('devices', [None] * len(self.seconds)))  # an older checkpoint's epochs: unknown
+        self.devices = checkpoint_devices(self.resumed)
         sl = self.recorder.smooth_loss  # the train_loss fastai reports is smoothed across epochs: carry it over
         if 'smooth_loss' in self.resumed: sl.count, sl.val = self.resumed['smooth_loss']
     def before_epoch(self): self.t0 = time.time()
@@ -433,7 +438,7 @@ def fit_pose(learn:Learner, # from `pose_learner`
     start = ck.get('epoch', 0)
     if start >= epochs:  # finished already: nothing to train, but the history and timings are the run's
         learn.recorder.values, learn.epoch_seconds = [list(v) for v in ck['history']], list(ck.get('seconds', []))
-        learn.epoch_devices = list(ck.get('devices', [None] * len(learn.epoch_seconds)))
+        learn.epoch_devices = checkpoint_devices(ck)
         learn.recorder.metric_names = L(['epoch', *ck['names'], 'time'])
         return learn
     cbs = [SeedEpochs(seed), ParamScheduler(SCHEDULES[schedule](lr))]

@@ -8,6 +8,10 @@ ROOT = Path(__file__).resolve().parents[1]
 WHERE = ['--preset', 'tiny', '--where', 'method=dpsgd', 'seed=0']  # one run of the tiny grid
 RUN = 'mpii-dpsgd-finetune-C0.01-eps0.8-s0'
 
+def script_env(**extra)->dict:
+    "The scripts' environment: this python, the data and pretraining other tests cache, and `extra`."
+    return {**os.environ, 'PYTHON': sys.executable, 'DPHPE_CACHE': os.environ.get('DPHPE_CACHE', str(Path.home()/'.cache'/'dphpe')), **extra}
+
 def history(runs:Path, records:Path, device:str='cpu', *pack)->subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(ROOT/'.ci'/'run-history'), str(runs), str(records), device, *pack],
                           cwd=ROOT, env={**os.environ, 'PYTHONPATH': str(ROOT)}, capture_output=True, text=True, timeout=120)
@@ -45,8 +49,7 @@ def test_runs_leaving_are_packed(tmp_path):
     with tarfile.open(out/'partial-1.tgz') as t: assert sorted(t.getnames()) == ['cut/checkpoint.pth', 'cut/segments.jsonl', 'kept here/checkpoint.pth', 'kept here/segments.jsonl']
 
 def cpu_sweep(commit:str, records:Path, runs:Path, pinned:Path)->subprocess.CompletedProcess:
-    env = {**os.environ, 'PYTHON': sys.executable, 'RUNS': str(runs), 'PINNED': str(pinned), 'CORE': '0',
-           'DPHPE_CACHE': os.environ.get('DPHPE_CACHE', str(Path.home()/'.cache'/'dphpe'))}  # the data and pretraining other tests cache
+    env = script_env(RUNS=str(runs), PINNED=str(pinned), CORE='0')
     return subprocess.run([str(ROOT/'.ci'/'cpu-sweep'), commit, str(records), *WHERE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 @pytest.fixture(scope='module')
@@ -89,7 +92,7 @@ def test_a_block_runs_only_from_its_public_model(tmp_path):
     (cache/'pretrain'/'public.pth').write_bytes(b'the public model')
     (block/'public-model.sha256').write_text(subprocess.run(['sha256sum', 'public.pth'], cwd=cache/'pretrain', capture_output=True, text=True).stdout)
     run = lambda: subprocess.run([str(ROOT/'.ci'/'cpu-sweep'), 'HEAD', str(block/'records'), *WHERE], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                                 env={**os.environ, 'DPHPE_CACHE': str(cache), 'PINNED': str(plain), 'RUNS': str(tmp_path/'runs')})
+                                 env=script_env(DPHPE_CACHE=str(cache), PINNED=str(plain), RUNS=str(tmp_path/'runs')))
     (cache/'pretrain'/'public.pth').write_bytes(b'another public model')
     res = run()
     assert res.returncode == 1 and 'names the public model the block' in res.stderr and 'does not hold it' in res.stderr, res.stderr
@@ -102,8 +105,7 @@ def test_queue_runs_each_cores_sweeps_in_order(tmp_path):
     lanes, queue, records = tmp_path/'lanes', tmp_path/'queue', tmp_path/'block'/'records'
     lanes.write_text(f"# two sweeps of one block on core 0\n0  -  {records}  {' '.join(WHERE)}\n"
                      f"0  -  {records}  --preset tiny --where method=nonprivate features=raw seed=0\n")
-    env = {**os.environ, 'LANES': str(lanes), 'QUEUE': str(queue), 'PYTHON': sys.executable, 'RUNS': str(tmp_path/'runs'),
-           'DPHPE_CACHE': os.environ.get('DPHPE_CACHE', str(Path.home()/'.cache'/'dphpe'))}
+    env = script_env(LANES=str(lanes), QUEUE=str(queue), RUNS=str(tmp_path/'runs'))
     start = lambda: subprocess.run([str(ROOT/'.ci'/'cpu-queue')], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert '2 sweep(s) queued' in start().stdout
     assert 'runs already' in start().stdout
@@ -123,8 +125,7 @@ def test_queue_stops(tmp_path):
     "`.ci/cpu-queue --stop CORE` stops that core's queue and every process of it (its run resumes at the next start)."
     lanes, queue = tmp_path/'lanes', tmp_path/'queue'
     lanes.write_text(f"0  -  {tmp_path/'block'/'records'}  --preset tiny --where method=nonprivate features=public seed=1\n")
-    env = {**os.environ, 'LANES': str(lanes), 'QUEUE': str(queue), 'PYTHON': sys.executable, 'RUNS': str(tmp_path/'runs'),
-           'DPHPE_CACHE': os.environ.get('DPHPE_CACHE', str(Path.home()/'.cache'/'dphpe'))}
+    env = script_env(LANES=str(lanes), QUEUE=str(queue), RUNS=str(tmp_path/'runs'))
     subprocess.run([str(ROOT/'.ci'/'cpu-queue')], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     group = (queue/'cpu-queue-0.pgid').read_text().strip()
     res = subprocess.run([str(ROOT/'.ci'/'cpu-queue'), '--stop', '0'], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)

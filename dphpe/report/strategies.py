@@ -19,7 +19,7 @@ from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows, markdown_table, wr
 
 # %% auto #0
 __all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'BEATING', 'block_runs', 'ran_on', 'progress', 'run_costs', 'predictions',
-           'decide', 'plan_verdicts', 'write_verdicts', 'block_means']
+           'decide', 'plan_verdicts', 'signed_gaps', 'write_verdicts', 'block_means']
 
 # %% ../../nbs/12k_strategies.ipynb #34d66985
 BLOCK_C, BLOCK_EPS = (.01, 1.), (.2, .8) # the central cells the block runs
@@ -120,6 +120,11 @@ def plan_verdicts(df:pd.DataFrame, # rows of `collect_runs` of the block's recor
     return pd.DataFrame(rows)
 
 # %% ../../nbs/12k_strategies.ipynb #59c01551
+def signed_gaps(t:pd.DataFrame, # from `plan_verdicts`
+               )->pd.DataFrame:
+    "`t` with its mean gaps as signed text ('+6.33', '–' where none), as the pages and `verdicts.md` show them."
+    return t.assign(**{c: t[c].map(lambda v: fmt_pm(v, np.nan, sign=True)) for c in ('mean gap, ours', 'mean gap, paper')})
+
 def write_verdicts(df:pd.DataFrame, # rows of `collect_runs` of the block's records
                    out:Path, # the block's report folder
                    preds:dict, # the plan's predictions, e.g. `predictions()`
@@ -128,10 +133,9 @@ def write_verdicts(df:pd.DataFrame, # rows of `collect_runs` of the block's reco
                   )->list:
     "`verdicts.csv` / `.md` in `out`: `plan_verdicts` of the runs, captioned with their data source and the plan; return both paths."
     t = plan_verdicts(df, preds, dataset)
-    signed = lambda t: markdown_table(t.assign(**{c: t[c].map(lambda v: fmt_pm(v, np.nan, sign=True)) for c in ('mean gap, ours', 'mean gap, paper')}))
     caption = (f"The predictions of {plan}, decided by its rule in {ORDERING_METRIC[dataset][2]} on {data_label(df) if len(df) else 'no run yet'}; "
                f"the paper's side on its own numbers ({ORDERING_METRIC[dataset][3]}).")
-    return write_table(t, caption, 'verdicts', out, signed)
+    return write_table(t, caption, 'verdicts', out, lambda t: markdown_table(signed_gaps(t)))
 
 # %% ../../nbs/12k_strategies.ipynb #56186581
 def block_means(df:pd.DataFrame, # rows of `collect_runs` of the block's records
