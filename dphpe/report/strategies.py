@@ -18,8 +18,9 @@ from .collect import data_label
 from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows, markdown_table, write_table
 
 # %% auto #0
-__all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'BEATING', 'block_runs', 'ran_on', 'progress', 'run_costs', 'predictions',
-           'decide', 'plan_verdicts', 'signed_gaps', 'write_verdicts', 'block_means']
+__all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'BEATING', 'MISS_COLUMNS', 'block_runs', 'ran_on', 'progress', 'run_costs',
+           'predictions', 'decide', 'plan_verdicts', 'key_words', 'plan_misses', 'misses_text', 'signed_gaps',
+           'write_verdicts', 'block_means']
 
 # %% ../../nbs/12k_strategies.ipynb #34d66985
 BLOCK_C, BLOCK_EPS = (.01, 1.), (.2, .8) # the central cells the block runs
@@ -119,6 +120,35 @@ def plan_verdicts(df:pd.DataFrame, # rows of `collect_runs` of the block's recor
                          'mean gap, paper': np.mean(paper.gaps) if paper.n else np.nan}, verdict=decide(mean, judged, len(pairs), n_seeds)))
     return pd.DataFrame(rows)
 
+# %% ../../nbs/12k_strategies.ipynb #d4e2f1a5
+def key_words(key:tuple, # a lookup key: (method, strategy, C, ε) or ('nonprivate', strategy, features)
+             )->str:
+    "A comparison's side in words: 'Feature DP, finetune, C 0.01, ε 0.8' or 'non-private finetune, raw images'."
+    if key[0] == 'nonprivate': return f"non-private {key[1]}, {'raw images' if key[2] == 'raw' else 'public ψ'}"
+    m, s, C, e = key
+    return f"{METHOD_NAMES[m]}, {s}, C {fmt_key(float(C))}, ε {fmt_key(float(e))}"
+
+MISS_COLUMNS = ['id', 'x', 'y', 'ours x', 'ours y', 'gap', 'gap per seed', 'paper gap']
+
+def plan_misses(df:pd.DataFrame, # rows of `collect_runs` of the block's records
+                preds:dict, # a plan's predictions, e.g. `predictions()`
+                dataset:str='mpii', # 'mpii' (Mean PCKh@0.5) or 'humanart' (OKS AP)
+               )->pd.DataFrame:
+    "Each comparison x ≥ y of `preds` that fails on the seeds' means: both sides' means, the gap, each seed's gap and the paper's."
+    split = claim_rows(df, dataset) if len(df) else None
+    if split is None: return pd.DataFrame(columns=MISS_COLUMNS)
+    at, per_seed, paper = mean_lookup(*split, ORDERING_METRIC[dataset][0]), seed_lookups(*split, dataset), paper_lookup(dataset)
+    seed_gaps = lambda x, y: ', '.join(f'{g:+.2f}' for s in per_seed.values() if not np.isnan(g := s(*x) - s(*y)))
+    rows = [dict(id=sid, x=key_words(x), y=key_words(y), **{'ours x': at(*x), 'ours y': at(*y), 'gap': at(*x) - at(*y),
+                 'gap per seed': seed_gaps(x, y), 'paper gap': paper(*x) - paper(*y)})
+            for sid, (_, pairs) in preds.items() for x, y in pairs if at(*x) < at(*y)]
+    return pd.DataFrame(rows, columns=MISS_COLUMNS)
+
+def misses_text(t:pd.DataFrame, # from `plan_misses`
+               )->pd.DataFrame:
+    "`t` with its numbers as text, the gaps signed, as the pages and `misses.md` show them."
+    return t.assign(**{c: t[c].map(lambda v: fmt_pm(v, np.nan, sign='gap' in c)) for c in ('ours x', 'ours y', 'gap', 'paper gap')})
+
 # %% ../../nbs/12k_strategies.ipynb #59c01551
 def signed_gaps(t:pd.DataFrame, # from `plan_verdicts`
                )->pd.DataFrame:
@@ -131,11 +161,13 @@ def write_verdicts(df:pd.DataFrame, # rows of `collect_runs` of the block's reco
                    dataset:str='mpii', # 'mpii' or 'humanart'
                    plan:str='the plan', # which plan, for the caption (e.g. 'figures/strategies/plan.md')
                   )->list:
-    "`verdicts.csv` / `.md` in `out`: `plan_verdicts` of the runs, captioned with their data source and the plan; return both paths."
-    t = plan_verdicts(df, preds, dataset)
-    caption = (f"The predictions of {plan}, decided by its rule in {ORDERING_METRIC[dataset][2]} on {data_label(df) if len(df) else 'no run yet'}; "
-               f"the paper's side on its own numbers ({ORDERING_METRIC[dataset][3]}).")
-    return write_table(t, caption, 'verdicts', out, lambda t: markdown_table(signed_gaps(t)))
+    "`verdicts.csv` / `.md` and `misses.csv` / `.md` in `out`: `plan_verdicts` and `plan_misses` of the runs, captioned with their data source and the plan; return the paths."
+    t, metric, source = plan_verdicts(df, preds, dataset), ORDERING_METRIC[dataset][2], data_label(df) if len(df) else 'no run yet'
+    caption = f"The predictions of {plan}, decided by its rule in {metric} on {source}; the paper's side on its own numbers ({ORDERING_METRIC[dataset][3]})."
+    miss = (f"The comparisons of {plan} that fail on the seeds' means, in {metric} on {source}: gap = x − y, ours (each seed's after it) "
+            f"and the paper's ({ORDERING_METRIC[dataset][3]}).")
+    return (write_table(t, caption, 'verdicts', out, lambda t: markdown_table(signed_gaps(t)))
+            + write_table(plan_misses(df, preds, dataset), miss, 'misses', out, lambda t: markdown_table(misses_text(t))))
 
 # %% ../../nbs/12k_strategies.ipynb #56186581
 def block_means(df:pd.DataFrame, # rows of `collect_runs` of the block's records
