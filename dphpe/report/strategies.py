@@ -19,8 +19,8 @@ from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows, markdown_table, wr
 
 # %% auto #0
 __all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'BEATING', 'MISS_COLUMNS', 'block_runs', 'ran_on', 'progress', 'run_costs',
-           'predictions', 'decide', 'plan_verdicts', 'key_words', 'plan_misses', 'misses_text', 'signed_gaps',
-           'write_verdicts', 'block_means']
+           'predictions', 'decide', 'plan_verdicts', 'verdict_summary', 'key_words', 'plan_misses', 'misses_text',
+           'signed_gaps', 'write_verdicts', 'block_means']
 
 # %% ../../nbs/12k_strategies.ipynb #34d66985
 BLOCK_C, BLOCK_EPS = (.01, 1.), (.2, .8) # the central cells the block runs
@@ -119,6 +119,15 @@ def plan_verdicts(df:pd.DataFrame, # rows of `collect_runs` of the block's recor
                          seeds=f'{sum(c.holds for c in judged)} of {len(judged)}', **{'mean gap, ours': np.mean(mean.gaps) if mean.n else np.nan,
                          'mean gap, paper': np.mean(paper.gaps) if paper.n else np.nan}, verdict=decide(mean, judged, len(pairs), n_seeds)))
     return pd.DataFrame(rows)
+
+# %% ../../nbs/12k_strategies.ipynb #b2e6f0a4
+def verdict_summary(t:pd.DataFrame, # from `plan_verdicts`
+                   )->str:
+    "`t`'s verdicts in one line: the predictions under each verdict, in the rule's order, and how many are provisional."
+    base = t.verdict.str.replace(r' \(provisional.*\)$', '', regex=True)
+    said = [f"{v[0].upper() + v[1:]}: {', '.join(t.id[base == v])}." for v in ('holds', 'mixed', 'does not hold', 'not run yet') if (base == v).any()]
+    n = t.verdict.str.contains('provisional').sum()
+    return ' '.join(said + [f"Provisional: {f'all {n}' if n == len(t) else f'{n} of {len(t)}'} (seeds or cells still missing)."] * bool(n))
 
 # %% ../../nbs/12k_strategies.ipynb #d4e2f1a5
 def key_words(key:tuple, # a lookup key: (method, strategy, C, ε) or ('nonprivate', strategy, features)
