@@ -208,8 +208,11 @@ def cmd_report(args):
     if plan:
         from dphpe.report.collect import collect_runs
         from dphpe.report.strategies import write_verdicts
-        files += write_verdicts(collect_runs(runs), out, *plan)
+        files += write_verdicts(df := collect_runs(runs), out, *plan)
     if not args.no_regime: files += write_regime(runs, out)  # measures the preset's start of training: minutes
+    if args.plan == 'humanart':  # each cell's gain over that start (the plan's addendum)
+        from dphpe.report.humanart import write_start_gains
+        files += write_start_gains(df, out)
     print(f"{len(files)} files written to {out}:\n" + '\n'.join(f"  {f.name}" for f in files))
     return 0
 

@@ -78,6 +78,13 @@ def test_records_outlive_the_runs_folder(killed_and_rerun, tmp_path):
     assert tables('runs') and tables('runs') == tables('records')
     assert (tmp_path/'runs'/'regime.json').exists() and not (tmp_path/'records'/'regime.json').exists()  # --no-regime: no card measured
     assert (tmp_path/'records'/'verdicts.md').read_text().startswith('The predictions of figures/strategies/plan.md')  # --plan: the block's verdicts
+    ha = tmp_path/'humanart'  # --plan humanart: the gains over the start that regime.json holds, once it is there
+    report_ha = lambda: subprocess.run([*DPHPE, 'report', '--runs', str(records_of(runs)), '--out', str(ha), '--no-regime', '--plan', 'humanart'], capture_output=True, text=True)
+    r = report_ha()
+    assert r.returncode == 0 and 'start_gains not written' in r.stdout and not (ha/'start_gains.md').exists(), r.stdout + r.stderr
+    (ha/'regime.json').write_text(json.dumps({'strategies': {'finetune': {'start_ap': 18.}}}))
+    r = report_ha()
+    assert r.returncode == 0 and (ha/'start_gains.md').read_text().endswith('No private Human-Art run has finished yet.\n'), r.stdout + r.stderr
     bad = subprocess.run([*DPHPE, 'report', '--runs', str(runs), '--out', str(tmp_path/'bad'), '--plan', 'nope'], capture_output=True, text=True)
     assert bad.returncode != 0 and "Unknown plan 'nope'" in bad.stderr and not (tmp_path/'bad').exists(), bad.stderr
 

@@ -4,11 +4,16 @@
 
 # %% ../../nbs/12l_humanart.ipynb #716ab1bb
 from __future__ import annotations
+import json
+from pathlib import Path
+import pandas as pd
 from ..presets import HUMANART_TABLES, PAPER_METHODS
-from .strategies import BEATING
+from .strategies import BEATING, block_means
+from .tables import METHOD_NAMES, METHOD_ORDER, write_table, markdown_table
 
 # %% auto #0
-__all__ = ['HUMANART_STEPS', 'PRIVATE_CELLS', 'humanart_predictions']
+__all__ = ['HUMANART_STEPS', 'PRIVATE_CELLS', 'humanart_predictions', 'start_score', 'start_gains', 'above_start',
+           'write_start_gains']
 
 # %% ../../nbs/12l_humanart.ipynb #1c1f1b02
 HUMANART_STEPS = (("seed 0: non-private finetune (the calibration's)", dict(seed=(0,), strategy=('finetune',), method=('nonprivate',))),
@@ -37,3 +42,44 @@ def humanart_predictions(eps:tuple=PRIVATE_CELLS.epsilon, # the budgets compared
                    [((m, 'finetune', C, e), (m, 'finetune_full', C, e)) for m in PAPER_METHODS for C in Cs for e in eps]),
             'H7': ('each method grows with ε, at every strategy and C',
                    [((m, s, C, b), (m, s, C, a)) for m in PAPER_METHODS for s in strategies for C in Cs for a, b in zip(eps, eps[1:])])}
+
+# %% ../../nbs/12l_humanart.ipynb #f2b3c4d5
+def start_score(report:Path, # the block's report folder, holding `regime.json`
+               )->float:
+    "The OKS AP of the public model the block's `finetune` runs start from, as `write_regime` measured it into `report/regime.json`."
+    card = Path(report)/'regime.json'
+    if not card.exists(): raise FileNotFoundError(f"{card} is missing: `dphpe report --runs <records> --out {report}` (without --no-regime) measures the start.")
+    start = json.loads(card.read_text())['strategies']['finetune']
+    if 'start_ap' not in start: raise ValueError(f"{card} has no OKS AP start: its runs are not Human-Art's (`--plan humanart` reads the Human-Art block's report).")
+    return start['start_ap']
+
+def start_gains(df:pd.DataFrame, # rows of `collect_runs` of the block's records
+                start:float, # the start's OKS AP (`start_score`)
+               )->pd.DataFrame:
+    "Per private Human-Art cell: its seeds, and OKS AP minus `start` (mean and std over seeds)."
+    private = df[(df.dataset == 'humanart') & (df.method != 'nonprivate')]
+    if private.empty: return pd.DataFrame(columns=['method', 'strategy', 'C', 'epsilon', 'seeds', 'gain', 'gain std'])
+    g = private.assign(gain=private.coco_AP - start).groupby(['method', 'strategy', 'C', 'epsilon']).gain
+    t = pd.DataFrame({'seeds': g.size(), 'gain': g.mean(), 'gain std': g.std(ddof=1)}).reset_index()
+    return t.sort_values('method', key=lambda m: m.map(METHOD_ORDER.index), kind='stable', ignore_index=True)
+
+def above_start(t:pd.DataFrame, # from `start_gains`
+               )->pd.DataFrame:
+    "Per method: the private cells run, how many end above the start on the seeds' mean, and their mean gain."
+    g = t.groupby('method', sort=False).gain
+    return pd.DataFrame({'method': [METHOD_NAMES[m] for m in g.groups], 'cells': g.size().values,
+                         'above the start': g.apply(lambda v: int((v > 0).sum())).values, 'mean gain': g.mean().values})
+
+# %% ../../nbs/12l_humanart.ipynb #d6f7a8b9
+def write_start_gains(df:pd.DataFrame, # rows of `collect_runs` of the block's records
+                      out:Path, # the block's report folder (with `regime.json`)
+                     )->list:
+    "`start_gains.csv` / `.md` in `out`: every private cell's OKS AP gain over the runs' start; return the paths ([] without `regime.json`)."
+    if not (Path(out)/'regime.json').exists():
+        print(f"start_gains not written: {Path(out)/'regime.json'} is missing (run the report without --no-regime)")
+        return []
+    start = start_score(out)
+    caption = (f"OKS AP gain over the start (the public model before any private step: OKS AP {start:.2f}, regime.json) of every private "
+               f"Human-Art cell, mean ± std over seeds; the reading figures/humanart/plan.md added before any method's result. Below zero: the run lost ground to its noise.")
+    return write_table(start_gains(df, start), caption, 'start_gains', out,
+                       lambda t: markdown_table(block_means(df, 'humanart', PRIVATE_CELLS.epsilon, gain_over=start)) if len(t) else 'No private Human-Art run has finished yet.')
