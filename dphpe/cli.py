@@ -480,7 +480,7 @@ def parser()->argparse.ArgumentParser:
     rp.add_argument('--out', default=None, help='default figures/<preset>')
     rp.add_argument('--no-regime', dest='no_regime', action='store_true',
                     help="skip the regime card (a block's records whose preset's card its main report has)")
-    rp.add_argument('--plan', default=None, help="also decide a pre-registered block's predictions (verdicts.csv/.md): strategies or humanart")
+    rp.add_argument('--plan', default=None, help="also decide a pre-registered block's predictions (verdicts, misses; for humanart also start_gains: .csv/.md): strategies or humanart")
     rp.set_defaults(func=cmd_report)
     rg = sub.add_parser('regime', help="where the preset's private runs sit, beside the paper's (the regime card)")
     rg.add_argument('--preset', default='quick', help='a study preset')
