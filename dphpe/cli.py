@@ -12,7 +12,7 @@ from .quiet import fastai_quietly
 # %% auto #0
 __all__ = ['STEP_MODE_CHOICES', 'STEP_MODE_HELP', 'REAL_STRATEGIES', 'NEGATIVE_NUMBER', 'RECORDS_HELP', 'run_cli', 'synth_data',
            'check_synth', 'cmd_data_synth', 'cmd_pckh', 'protocol_check', 'cmd_study', 'param_value', 'set_step_mode',
-           'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'plan_predictions', 'cmd_report', 'study_preset',
+           'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'plan_writers', 'cmd_report', 'study_preset',
            'dataset_folder', 'train_config', 'cmd_pretrain', 'cmd_baselines', 'checkpoint_summary', 'cmd_checkpoint',
            'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench',
            'cmd_probe', 'parser', 'main']
@@ -190,29 +190,29 @@ def bench_costs(preset:str, # a key of `STUDY_PRESETS`
     from dphpe.bench import method_costs, bench_summary
     return bench_summary(method_costs(pre.train.backbone, pre.train.input_size, bs=pre.train.bs, repeats=3))
 
-def plan_predictions(name:str, # a pre-registered block: 'strategies' or 'humanart'
-                    )->tuple:
-    "(predictions, dataset, plan file) of the block's plan, for `dphpe report --plan`."
-    from dphpe.report.strategies import predictions
-    from dphpe.report.humanart import humanart_predictions
-    plans = {'strategies': (predictions(), 'mpii'), 'humanart': (humanart_predictions(), 'humanart')}
+def plan_writers(name:str, # a pre-registered block: 'strategies' or 'humanart'
+                )->list:
+    "What `dphpe report --plan` adds for the block, as writers (rows of `collect_runs`, report folder) → paths: its verdicts and misses; Human-Art's gains over the start too."
+    from functools import partial
+    from dphpe.report.strategies import predictions, write_verdicts
+    from dphpe.report.humanart import humanart_predictions, write_start_gains
+    decide = lambda preds, dataset: partial(write_verdicts, preds=preds, dataset=dataset, plan=f'figures/{name}/plan.md')
+    plans = {'strategies': lambda: [decide(predictions(), 'mpii')],
+             'humanart': lambda: [decide(humanart_predictions(), 'humanart'), write_start_gains]}  # the start: the regime card's (the plan's addendum)
     if name not in plans: raise ValueError(f"Unknown plan {name!r}; choose one of {sorted(plans)} (the blocks with pre-registered predictions).")
-    return *plans[name], f'figures/{name}/plan.md'
+    return plans[name]()
 
 def cmd_report(args):
     "`dphpe report`: tables and figures from run directories."
     from dphpe.report.write import write_report
+    from dphpe.report.collect import collect_runs
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/args.preset)
-    plan = plan_predictions(args.plan) if args.plan else None  # a wrong name fails before anything is written
+    writers = plan_writers(args.plan) if args.plan else []  # a wrong name fails before anything is written
     files = write_report(runs, out)
-    if plan:
-        from dphpe.report.collect import collect_runs
-        from dphpe.report.strategies import write_verdicts
-        files += write_verdicts(df := collect_runs(runs), out, *plan)
     if not args.no_regime: files += write_regime(runs, out)  # measures the preset's start of training: minutes
-    if args.plan == 'humanart':  # each cell's gain over that start (the plan's addendum)
-        from dphpe.report.humanart import write_start_gains
-        files += write_start_gains(df, out)
+    if writers:
+        df = collect_runs(runs)
+        for w in writers: files += w(df, out)
     print(f"{len(files)} files written to {out}:\n" + '\n'.join(f"  {f.name}" for f in files))
     return 0
 

@@ -75,10 +75,10 @@ def write_start_gains(df:pd.DataFrame, # rows of `collect_runs` of the block's r
                       out:Path, # the block's report folder (with `regime.json`)
                      )->list:
     "`start_gains.csv` / `.md` in `out`: every private cell's OKS AP gain over the runs' start; return the paths ([] without `regime.json`)."
-    if not (Path(out)/'regime.json').exists():
+    try: start = start_score(out)
+    except FileNotFoundError:
         print(f"start_gains not written: {Path(out)/'regime.json'} is missing (run the report without --no-regime)")
         return []
-    start = start_score(out)
     caption = (f"OKS AP gain over the start (the public model before any private step: OKS AP {start:.2f}, regime.json) of every private "
                f"Human-Art cell, mean ± std over seeds; the reading figures/humanart/plan.md added before any method's result. Below zero: the run lost ground to its noise.")
     return write_table(start_gains(df, start), caption, 'start_gains', out,
