@@ -192,13 +192,13 @@ def bench_costs(preset:str, # a key of `STUDY_PRESETS`
 
 def plan_writers(name:str, # a pre-registered block: 'strategies' or 'humanart'
                 )->list:
-    "What `dphpe report --plan` adds for the block, as writers (rows of `collect_runs`, report folder) → paths: its verdicts and misses; Human-Art's gains over the start too."
+    "What `dphpe report --plan` adds for the block, as writers (rows of `collect_runs`, report folder) → paths: its verdicts and misses; Human-Art's gains and curves from the start too."
     from functools import partial
     from dphpe.report.strategies import predictions, write_verdicts
-    from dphpe.report.humanart import humanart_predictions, write_start_gains
+    from dphpe.report.humanart import humanart_predictions, write_start_gains, write_start_curves
     decide = lambda preds, dataset: partial(write_verdicts, preds=preds, dataset=dataset, plan=f'figures/{name}/plan.md')
     plans = {'strategies': lambda: [decide(predictions(), 'mpii')],
-             'humanart': lambda: [decide(humanart_predictions(), 'humanart'), write_start_gains]}  # the start: the regime card's (the plan's addendum)
+             'humanart': lambda: [decide(humanart_predictions(), 'humanart'), write_start_gains, write_start_curves]}  # the start: the regime card's (the plan's addendum)
     if name not in plans: raise ValueError(f"Unknown plan {name!r}; choose one of {sorted(plans)} (the blocks with pre-registered predictions).")
     return plans[name]()
 
@@ -480,7 +480,7 @@ def parser()->argparse.ArgumentParser:
     rp.add_argument('--out', default=None, help='default figures/<preset>')
     rp.add_argument('--no-regime', dest='no_regime', action='store_true',
                     help="skip the regime card (a block's records whose preset's card its main report has)")
-    rp.add_argument('--plan', default=None, help="also decide a pre-registered block's predictions (verdicts, misses; for humanart also start_gains: .csv/.md): strategies or humanart")
+    rp.add_argument('--plan', default=None, help="also decide a pre-registered block's predictions (verdicts, misses; for humanart also start_gains: .csv/.md, and start_curves.png): strategies or humanart")
     rp.set_defaults(func=cmd_report)
     rg = sub.add_parser('regime', help="where the preset's private runs sit, beside the paper's (the regime card)")
     rg.add_argument('--preset', default='quick', help='a study preset')

@@ -82,9 +82,10 @@ def test_records_outlive_the_runs_folder(killed_and_rerun, tmp_path):
     report_ha = lambda: subprocess.run([*DPHPE, 'report', '--runs', str(records_of(runs)), '--out', str(ha), '--no-regime', '--plan', 'humanart'], capture_output=True, text=True)
     r = report_ha()
     assert r.returncode == 0 and 'start_gains not written' in r.stdout and not (ha/'start_gains.md').exists(), r.stdout + r.stderr
-    (ha/'regime.json').write_text(json.dumps({'strategies': {'finetune': {'start_ap': 18.}}}))
+    (ha/'regime.json').write_text(json.dumps({'strategies': {'finetune': {'start_ap': 18., 'start_box_pck': 69.7}}}))
     r = report_ha()
     assert r.returncode == 0 and (ha/'start_gains.md').read_text().endswith('No private Human-Art run has finished yet.\n'), r.stdout + r.stderr
+    assert not (ha/'start_curves.png').exists()  # no private Human-Art run among these: no curve to draw
     bad = subprocess.run([*DPHPE, 'report', '--runs', str(runs), '--out', str(tmp_path/'bad'), '--plan', 'nope'], capture_output=True, text=True)
     assert bad.returncode != 0 and "Unknown plan 'nope'" in bad.stderr and not (tmp_path/'bad').exists(), bad.stderr
 

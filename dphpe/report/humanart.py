@@ -10,10 +10,14 @@ import pandas as pd
 from ..presets import HUMANART_TABLES, PAPER_METHODS
 from .strategies import BEATING, block_means
 from .tables import METHOD_NAMES, METHOD_ORDER, write_table, markdown_table
+from .figures import PALETTE, save_figure
+from ..experiment import read_metrics
+from .collect import data_label
+import matplotlib.pyplot as plt
 
 # %% auto #0
-__all__ = ['HUMANART_STEPS', 'PRIVATE_CELLS', 'humanart_predictions', 'start_score', 'start_gains', 'above_start',
-           'write_start_gains']
+__all__ = ['HUMANART_STEPS', 'PRIVATE_CELLS', 'EPS_STYLE', 'humanart_predictions', 'start_score', 'start_gains', 'above_start',
+           'report_start', 'write_start_gains', 'epoch_scores', 'plot_epoch_scores', 'write_start_curves']
 
 # %% ../../nbs/12l_humanart.ipynb #1c1f1b02
 HUMANART_STEPS = (("seed 0: non-private finetune (the calibration's)", dict(seed=(0,), strategy=('finetune',), method=('nonprivate',))),
@@ -45,13 +49,14 @@ def humanart_predictions(eps:tuple=PRIVATE_CELLS.epsilon, # the budgets compared
 
 # %% ../../nbs/12l_humanart.ipynb #f2b3c4d5
 def start_score(report:Path, # the block's report folder, holding `regime.json`
+                score:str='start_ap', # 'start_ap' (OKS AP) or 'start_box_pck' (box-PCK@0.1, the score runs keep per epoch)
                )->float:
-    "The OKS AP of the public model the block's `finetune` runs start from, as `write_regime` measured it into `report/regime.json`."
+    "The score of the public model the block's `finetune` runs start from, as `write_regime` measured it into `report/regime.json`."
     card = Path(report)/'regime.json'
     if not card.exists(): raise FileNotFoundError(f"{card} is missing: `dphpe report --runs <records> --out {report}` (without --no-regime) measures the start.")
     start = json.loads(card.read_text())['strategies']['finetune']
-    if 'start_ap' not in start: raise ValueError(f"{card} has no OKS AP start: its runs are not Human-Art's (`--plan humanart` reads the Human-Art block's report).")
-    return start['start_ap']
+    if score not in start: raise ValueError(f"{card} has no {score}: its runs are not Human-Art's (`--plan humanart` reads the Human-Art block's report).")
+    return start[score]
 
 def start_gains(df:pd.DataFrame, # rows of `collect_runs` of the block's records
                 start:float, # the start's OKS AP (`start_score`)
@@ -71,15 +76,67 @@ def above_start(t:pd.DataFrame, # from `start_gains`
                          'above the start': g.apply(lambda v: int((v > 0).sum())).values, 'mean gain': g.mean().values})
 
 # %% ../../nbs/12l_humanart.ipynb #d6f7a8b9
+def report_start(out:Path, # the block's report folder
+                 score:str, # the start's field (see `start_score`)
+                 what:str, # the file that needs it, for the message
+                )->float|None:
+    "`start_score(out, score)`, or None after saying that `what` is not written without `regime.json`."
+    try: return start_score(out, score)
+    except FileNotFoundError:
+        print(f"{what} not written: {Path(out)/'regime.json'} is missing (run the report without --no-regime)")
+
 def write_start_gains(df:pd.DataFrame, # rows of `collect_runs` of the block's records
                       out:Path, # the block's report folder (with `regime.json`)
                      )->list:
     "`start_gains.csv` / `.md` in `out`: every private cell's OKS AP gain over the runs' start; return the paths ([] without `regime.json`)."
-    try: start = start_score(out)
-    except FileNotFoundError:
-        print(f"start_gains not written: {Path(out)/'regime.json'} is missing (run the report without --no-regime)")
-        return []
+    if (start := report_start(out, 'start_ap', 'start_gains')) is None: return []
     caption = (f"OKS AP gain over the start (the public model before any private step: OKS AP {start:.2f}, regime.json) of every private "
                f"Human-Art cell, mean ± std over seeds; the reading figures/humanart/plan.md added before any method's result. Below zero: the run lost ground to its noise.")
     return write_table(start_gains(df, start), caption, 'start_gains', out,
                        lambda t: markdown_table(block_means(df, 'humanart', PRIVATE_CELLS.epsilon, gain_over=start)) if len(t) else 'No private Human-Art run has finished yet.')
+
+# %% ../../nbs/12l_humanart.ipynb #255a7a14
+def epoch_scores(df:pd.DataFrame, # rows of `collect_runs` of the block's records (their `run_dir`s are read)
+                 start:float, # the start's box-PCK@0.1 (`start_score(report, 'start_box_pck')`): every curve's epoch 0
+                 score:str='PCK@0.1 box', # the history column to read
+                )->pd.DataFrame:
+    "Every private Human-Art run's validation `score` after each epoch (its record's history), epoch 0 being the start."
+    rows = []
+    for r in df[(df.dataset == 'humanart') & (df.method != 'nonprivate')].itertuples():
+        m = read_metrics(r.run_dir)
+        scores = [h[m.history_names.index(score)] for h in m.history] if m and score in (m.history_names or []) else []
+        rows += [dict(method=r.method, strategy=r.strategy, C=r.C, epsilon=r.epsilon, seed=r.seed, epoch=e, score=v, preset=r.preset, synthetic=r.synthetic)
+                 for e, v in enumerate([start] + scores) if scores]
+    return pd.DataFrame(rows, columns=['method', 'strategy', 'C', 'epsilon', 'seed', 'epoch', 'score', 'preset', 'synthetic'])
+
+# %% ../../nbs/12l_humanart.ipynb #b9424339
+EPS_STYLE = {.2: '--', .8: '-'} # line style of a run by its ε; other budgets dotted
+
+def plot_epoch_scores(curves:pd.DataFrame, # from `epoch_scores`
+                     ):
+    "Box-PCK@0.1 by epoch of every run in `curves`, panels strategy × C, a colour per method, the start as a line; None without runs."
+    if curves.empty: return None
+    panels = sorted({(s, c) for s, c in zip(curves.strategy, curves.C)}, key=lambda k: (k[0], -k[1]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 2.2, 2.8), squeeze=False, sharey=True, layout='constrained')
+    for ax, (s, c) in zip(axes[0], panels):
+        for (m, e, seed), d in curves[(curves.strategy == s) & (curves.C == c)].groupby(['method', 'epsilon', 'seed']):
+            ax.plot(d.epoch, d.score, color=PALETTE[m], ls=EPS_STYLE.get(e, ':'), lw=1.2)
+        ax.axhline(curves[curves.epoch == 0].score.iloc[0], color='grey', lw=.8)
+        ax.set(title=f'{s}, C = {c:g}', xlabel='epoch', ylabel='box-PCK@0.1 (validation)')
+        ax.label_outer()
+    methods = [m for m in METHOD_ORDER if m in set(curves.method)]
+    handles = ([plt.Line2D([], [], color=PALETTE[m], label=METHOD_NAMES[m]) for m in methods] +
+               [plt.Line2D([], [], color='k', ls=ls, label=f'ε {e:g}') for e, ls in EPS_STYLE.items()] +
+               [plt.Line2D([], [], color='grey', lw=.8, label='the start')])
+    fig.legend(handles=handles, loc='outside right center', fontsize=8)
+    fig.suptitle(f'Box-PCK@0.1 by epoch on Human-Art, from the start — {data_label(curves)}', fontsize=10)
+    return fig
+
+# %% ../../nbs/12l_humanart.ipynb #4e11efc0
+def write_start_curves(df:pd.DataFrame, # rows of `collect_runs` of the block's records
+                       out:Path, # the block's report folder (with `regime.json`)
+                      )->list:
+    "`start_curves.png` in `out`: `plot_epoch_scores` of every private Human-Art run from the start; return its path ([] without `regime.json` or runs)."
+    if (start := report_start(out, 'start_box_pck', 'start_curves.png')) is None: return []
+    fig = plot_epoch_scores(epoch_scores(df, start))
+    return [] if fig is None else [save_figure(fig, Path(out)/'start_curves.png')]
