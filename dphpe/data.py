@@ -104,8 +104,8 @@ def mpii_center_scale(center, # (2,) 1-based centre from the MPII JSON
 
 # %% ../nbs/02_data.ipynb #28adb077
 def _mask_path(root:Path, rel:str)->Path:
-    "The label map `rel`, looked up under `root` and then `root/masks`."
-    return next((p for p in (root/rel, root/'masks'/rel) if p.exists()), root/rel)
+    "The label map `rel`, looked up under `root`, then `root/masks`, then the `masks/` beside `root` (the synthetic COCO set's, beside `images/`)."
+    return next((p for p in (root/rel, root/'masks'/rel, root.parent/'masks'/rel) if p.exists()), root/rel)
 
 def mpii_person(rec:dict, # one record of the MPII JSON
                 i:int, # its index in the file, for errors
@@ -228,8 +228,9 @@ def coco_person(ann:dict, # one COCO annotation
     box, area = clean_bbox(bbox, img['width'], img['height']), float(ann.get('area', bbox[2] * bbox[3]))
     if box is None or area <= 0: return None
     c, s = box_center_scale(box, aspect)
+    mask = _mask_path(img_dir, img['mask_file']) if img.get('mask_file') else None  # the synthetic sets' label map
     return Person(img_dir/img['file_name'], kp[:, :2], kp[:, 2] > 0, c, s, COCO, str(ann['id']),
-                  bbox=bbox, area=area, image_id=img['id'])
+                  bbox=bbox, area=area, image_id=img['id'], mask=mask)
 
 # %% ../nbs/02_data.ipynb #a96c2946
 COCO_LAYOUT = ("<root>/annotations/person_keypoints_<split>.json with images in <root>/<split>/ (COCO), "

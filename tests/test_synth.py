@@ -142,6 +142,21 @@ def test_label_maps(tiny):
     assert seen == {0, 1, 2, 3} and with_identity >= .9 * len(masks)  # a head can hide (bending, seen from behind)
 
 
+
+def test_coco_format_persons_carry_their_label_maps(tiny):
+    "The COCO and Human-Art loaders give each person the label map its image record names, so MaskDP's view runs on them."
+    import torch
+    from dphpe.data import PoseDataset, load_coco, load_humanart
+    from dphpe.features import MaskView
+    for persons in (load_coco(tiny/'coco', 'train'), load_humanart(tiny/'humanart', 'training')):
+        assert persons and all(p.mask is not None and p.mask.exists() for p in persons)
+        assert all(p.mask.stem == p.image.stem for p in persons)  # each image's own map
+        item = PoseDataset(persons[:4], (64, 48))[0]
+        assert (item['mask'] == MASK_LABELS['body']).any()  # the person is in its crop's map
+        view = MaskView((64, 48))({'image': item['image'][None].float() / 255, 'mask': item['mask'][None]})
+        assert view.shape == (1, 3, 64, 48) and torch.isclose(view, torch.tensor(.5)).any()  # private pixels filled
+
+
 # ---------- coordinate conventions
 
 def test_one_based_mpii_zero_based_coco():
