@@ -142,7 +142,6 @@ def test_label_maps(tiny):
     assert seen == {0, 1, 2, 3} and with_identity >= .9 * len(masks)  # a head can hide (bending, seen from behind)
 
 
-
 def test_coco_format_persons_carry_their_label_maps(tiny):
     "The COCO and Human-Art loaders give each person the label map its image record names, so MaskDP's view runs on them."
     import torch

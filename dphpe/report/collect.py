@@ -12,8 +12,8 @@ from ..experiment import RunRecord, RUN_PARAMETERS, read_metrics, off_default, _
 
 # %% auto #0
 __all__ = ['PRIVACY', 'FACTS', 'AUTHORS_KEYS', 'NO_RESULT', 'PAIR_KEYS', 'SETTINGS', 'complete_run', 'switch_of',
-           'off_default_now', 'peak_score', 'run_row', 'listed', 'latest_runs', 'collect_runs', 'data_label',
-           'source_kind', 'preset_settings', 'default_runs', 'with_defaults']
+           'off_default_now', 'epoch_history', 'peak_score', 'run_row', 'listed', 'latest_runs', 'collect_runs',
+           'data_label', 'source_kind', 'preset_settings', 'default_runs', 'with_defaults']
 
 # %% ../../nbs/12b_collect.ipynb #d3c4a5ce
 def complete_run(path:Path, # a run's metrics.json
@@ -25,7 +25,7 @@ def complete_run(path:Path, # a run's metrics.json
 # %% ../../nbs/12b_collect.ipynb #f11aeacd
 PRIVACY = ('sigma', 'sample_rate', 'steps_taken', 'epsilon_rdp', 'epsilon_prv') # privacy fields kept
 FACTS = ('name', 'seconds', 'synthetic', 'metric', 'data_root', 'run_dir', 'finished', 'param_keys', 'score_keys',
-         'switch', 'value', 'peak_Mean', 'horizon_curve', 'code', 'commit') # other fields kept
+         'switch', 'value', 'peak_Mean', 'horizon_curve', 'epoch_history', 'code', 'commit') # other fields kept
 
 AUTHORS_KEYS = {k for k, _ in AUTHORS_CODE}
 NO_RESULT = {'horizon'} # run parameters that change no result: the validation curve's interval
@@ -46,10 +46,13 @@ def off_default_now(m:RunRecord)->dict|None:
     try: return m.off_default if off_default(p) else {}
     except (ValueError, KeyError, TypeError): return m.off_default  # parameters today's code no longer takes: as recorded
 
+def epoch_history(m:RunRecord)->dict:
+    "{name: its value after each epoch} of a run's history (losses and validation scores; {} without one)."
+    return {n: [h[i] for h in m.history] for i, n in enumerate(m.history_names or [])} if m.history else {}
+
 def peak_score(m:RunRecord)->float:
     "The best validation Mean PCKh@0.5 over a run's epochs (what `select='best'` reports), or NaN without a history."
-    names = m.history_names or []
-    return max(h[names.index('PCKh@0.5')] for h in m.history) if 'PCKh@0.5' in names and m.history else np.nan
+    return max(epoch_history(m).get('PCKh@0.5') or [np.nan])
 
 def run_row(m:RunRecord, # a finished run's record
             run_dir:Path, # the folder that holds it
@@ -60,7 +63,7 @@ def run_row(m:RunRecord, # a finished run's record
             'name': m.name, 'seconds': np.nan if m.seconds is None else m.seconds, 'synthetic': bool(m.synthetic),
             'metric': m.metric, 'data_root': m.data_root, 'run_dir': str(run_dir), 'finished': m.finished,
             'param_keys': ','.join(m.params), 'score_keys': ','.join(m.scores), **dict(zip(('switch', 'value'), switch_of(off_default_now(m)))),
-            'peak_Mean': peak_score(m), 'horizon_curve': m.horizon, **{k: made.get(k) for k in ('code', 'commit')}}
+            'peak_Mean': peak_score(m), 'horizon_curve': m.horizon, 'epoch_history': epoch_history(m), **{k: made.get(k) for k in ('code', 'commit')}}
 
 def listed(df:pd.DataFrame, # rows of `run_row`
            col:str, # 'param_keys' or 'score_keys'

@@ -11,7 +11,6 @@ from ..presets import HUMANART_TABLES, PAPER_METHODS
 from .strategies import BEATING, block_means
 from .tables import METHOD_NAMES, METHOD_ORDER, write_table, markdown_table
 from .figures import PALETTE, save_figure
-from ..experiment import read_metrics
 from .collect import data_label
 import matplotlib.pyplot as plt
 
@@ -96,15 +95,14 @@ def write_start_gains(df:pd.DataFrame, # rows of `collect_runs` of the block's r
                        lambda t: markdown_table(block_means(df, 'humanart', PRIVATE_CELLS.epsilon, gain_over=start)) if len(t) else 'No private Human-Art run has finished yet.')
 
 # %% ../../nbs/12l_humanart.ipynb #255a7a14
-def epoch_scores(df:pd.DataFrame, # rows of `collect_runs` of the block's records (their `run_dir`s are read)
+def epoch_scores(df:pd.DataFrame, # rows of `collect_runs` of the block's records (their `epoch_history`)
                  start:float, # the start's box-PCK@0.1 (`start_score(report, 'start_box_pck')`): every curve's epoch 0
                  score:str='PCK@0.1 box', # the history column to read
                 )->pd.DataFrame:
     "Every private Human-Art run's validation `score` after each epoch (its record's history), epoch 0 being the start."
     rows = []
     for r in df[(df.dataset == 'humanart') & (df.method != 'nonprivate')].itertuples():
-        m = read_metrics(r.run_dir)
-        scores = [h[m.history_names.index(score)] for h in m.history] if m and score in (m.history_names or []) else []
+        scores = r.epoch_history.get(score, []) if isinstance(r.epoch_history, dict) else []
         rows += [dict(method=r.method, strategy=r.strategy, C=r.C, epsilon=r.epsilon, seed=r.seed, epoch=e, score=v, preset=r.preset, synthetic=r.synthetic)
                  for e, v in enumerate([start] + scores) if scores]
     return pd.DataFrame(rows, columns=['method', 'strategy', 'C', 'epsilon', 'seed', 'epoch', 'score', 'preset', 'synthetic'])
