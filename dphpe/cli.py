@@ -208,11 +208,9 @@ def cmd_report(args):
     from dphpe.report.collect import collect_runs
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/args.preset)
     writers = plan_writers(args.plan) if args.plan else []  # a wrong name fails before anything is written
-    files = write_report(runs, out)
+    files = write_report(runs, out, df := collect_runs(runs))  # the records are read once, for the report and the plan's writers
     if not args.no_regime: files += write_regime(runs, out)  # measures the preset's start of training: minutes
-    if writers:
-        df = collect_runs(runs)
-        for w in writers: files += w(df, out)
+    for w in writers: files += w(df, out)
     print(f"{len(files)} files written to {out}:\n" + '\n'.join(f"  {f.name}" for f in files))
     return 0
 

@@ -97,10 +97,11 @@ def report_readme(df:pd.DataFrame, # all runs reported
 # %% ../../nbs/12h_write.ipynb #8994fbd2
 def write_report(runs:Path, # root of the run directories
                  out:Path, # report folder, created
+                 df:pd.DataFrame=None, # `collect_runs(runs)`, if the caller has it already (None: collected here)
                 )->list:
     "Rebuild every table, figure and summary from the complete runs under `runs` into `out`; return the files."
     runs, out = Path(runs), Path(out)
-    df = collect_runs(runs)
+    df = collect_runs(runs) if df is None else df
     if df.empty: raise ValueError(f"no complete runs under {runs}; run `dphpe sweep --preset quick` first")
     groups = source_groups(df)
     paths = [p for k, d in groups.items() for p in write_source(d, out if len(groups) == 1 else out/k)]
