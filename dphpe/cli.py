@@ -15,7 +15,7 @@ __all__ = ['STEP_MODE_CHOICES', 'STEP_MODE_HELP', 'REAL_STRATEGIES', 'NEGATIVE_N
            'cmd_run', 'where_filter', 'cmd_sweep', 'bench_costs', 'plan_writers', 'cmd_report', 'study_preset',
            'dataset_folder', 'train_config', 'cmd_pretrain', 'cmd_baselines', 'checkpoint_summary', 'cmd_checkpoint',
            'cmd_regime', 'cmd_calibrate', 'write_regime', 'cmd_audit', 'cmd_noise', 'bench_configs', 'cmd_bench',
-           'cmd_probe', 'parser', 'main']
+           'cmd_probe', 'cmd_movement', 'parser', 'main']
 
 # %% ../nbs/90_cli.ipynb #17c1dd6d
 def _fail(msg:str):
@@ -412,6 +412,15 @@ def cmd_probe(args):
     print(files[2].read_text() + f"\n{len(files)} files written to {out}")
     return 0
 
+def cmd_movement(args):
+    "`dphpe movement`: where each finished run ended, from its public model, and AdamW's consistency (see `dphpe.probe`)."
+    from dphpe.probe import write_movement
+    for what, path in (('--runs', args.runs), ('--public', args.public)):
+        if not Path(path).exists(): raise FileNotFoundError(f"{what} {path} does not exist; give the runs folder (e.g. runs/humanart) and the public model the runs started from.")
+    files = write_movement(Path(args.out), Path(args.runs), Path(args.public))
+    print(files[2].read_text() + f"\n{len(files)} files written to {args.out}")
+    return 0
+
 # %% ../nbs/90_cli.ipynb #15caf77c
 NEGATIVE_NUMBER = re.compile(r'^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$')  # argparse's own pattern misses exponents such as -1e-5
 
@@ -515,6 +524,11 @@ def parser()->argparse.ArgumentParser:
     pb.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2], help='seeds of the runs (default 0 1 2)')
     pb.add_argument('--out', default=None, help='default figures/<preset>')
     pb.set_defaults(func=cmd_probe)
+    mv = sub.add_parser('movement', help="where each finished run ended from its public model, and AdamW's |m|/sqrt(v), against DP-SGD's")
+    mv.add_argument('--runs', required=True, help='a folder of run folders, each with its checkpoint.pth (e.g. runs/humanart)')
+    mv.add_argument('--public', required=True, help='the public model the runs started from (the pretrain cache file)')
+    mv.add_argument('--out', required=True, help='report folder (e.g. figures/humanart)')
+    mv.set_defaults(func=cmd_movement)
     nz = sub.add_parser('noise', help='noise multiplier for a target (epsilon, delta)')
     nz.add_argument('--epsilon', type=float, required=True, help='target ε (0 < ε ≤ 50; the paper: 0.2 to 0.8)')
     nz.add_argument('--delta', type=float, default=4e-5, help='target δ in (0, 1) (default 4e-5, the paper\'s)')

@@ -4,10 +4,11 @@
 
 # %% ../nbs/15_update_probe.ipynb #cf5c1b68
 from __future__ import annotations
-import functools, itertools, tempfile
+import functools, hashlib, itertools, tempfile
 from dataclasses import replace
 from pathlib import Path
 import numpy as np, pandas as pd, torch
+from scipy.stats import norm
 import matplotlib.pyplot as plt
 import seaborn as sns
 from .quiet import fastai_quietly
@@ -15,7 +16,8 @@ with fastai_quietly():  # fastai's import-time warning (see `dphpe.quiet`)
     from fastai.callback.core import Callback, CancelFitException
 from .data import PoseDataset
 from .model import simcc_loss, simcc_targets, pose_model, set_strategy
-from .train import preload_crops, pose_batch
+from .joints import MPII, COCO
+from .train import preload_crops, pose_batch, read_checkpoint
 from .methods import flat, PoseDPOptimizer, private_gradients, private_update
 from .presets import STUDY_PRESETS
 from .pretrain import public_pretraining, initial_model
@@ -25,9 +27,11 @@ from .report.tables import METHOD_NAMES, fmt_key, markdown_table, write_table
 from .report.figures import NAMED_PALETTE, save_figure
 
 # %% auto #0
-__all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'UPDATE_MODELS', 'UPDATE_KEYS', 'clean_gradient', 'UpdateProbe', 'probe_inputs',
-           'probe_run', 'probe_summary', 'probe_figure', 'spread', 'probe_markdown', 'probe_files', 'write_probe',
-           'layer_of', 'update_sizes', 'update_size_run', 'update_size_summary', 'write_update_sizes']
+__all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'UPDATE_MODELS', 'UPDATE_KEYS', 'MOVEMENT_KEYS', 'PROJECTIONS', 'clean_gradient',
+           'UpdateProbe', 'probe_inputs', 'probe_run', 'probe_summary', 'probe_figure', 'spread', 'probe_markdown',
+           'probe_files', 'write_probe', 'layer_of', 'update_sizes', 'update_size_run', 'update_size_summary',
+           'write_update_sizes', 'adam_consistency', 'run_movement', 'noise_consistency', 'movement_table',
+           'movement_verdicts', 'movement_summary', 'movement_markdown', 'write_movement']
 
 # %% ../nbs/15_update_probe.ipynb #a3c9637d
 def clean_gradient(model, # the pose model, in the mode the run trains it in
@@ -262,3 +266,109 @@ def write_update_sizes(out:Path, # folder, created
     t = update_size_summary(df)
     return [out/'update_sizes.csv', *write_table(t, about, 'update_size_summary', out,
                                                 lambda t: markdown_table(t.assign(**{c: t[c].map('{:.3g}'.format) for c in ('weight_norm', 'update_norm', 'relative')})))]
+
+# %% ../nbs/15_update_probe.ipynb #2770a48c
+def adam_consistency(state:dict, # one parameter's AdamW state: 'step', 'exp_avg', 'exp_avg_sq'
+                     betas:tuple=(.9, .999), # AdamW's β₁, β₂
+                    )->torch.Tensor:
+    "|m̂|/√v̂ per coordinate: Adam's bias-corrected first moment over the root of its second (0 where v̂ is 0)."
+    t = float(state['step'])
+    m = state['exp_avg'].double() / (1 - betas[0] ** t)
+    v = state['exp_avg_sq'].double() / (1 - betas[1] ** t)
+    return torch.where(v > 0, m.abs() / v.sqrt(), torch.zeros_like(m))
+
+def run_movement(checkpoint:Path, # a finished run's `checkpoint.pth` (its weights and AdamW's state)
+                 pretrained:Path, # the public model the run started from (`public_pretraining`; not needed at `scratch`)
+                )->dict:
+    "The run's settings, ‖θ_end − θ_start‖ over its trained parameters (also relative to ‖θ_start‖) and AdamW's median |m̂|/√v̂ at its end."
+    ck = read_checkpoint(checkpoint, 'it is not the checkpoint of a run of this project')
+    if ck['epoch'] < ck['n_epoch']: raise ValueError(f"{checkpoint} is a run cut short (epoch {ck['epoch']} of {ck['n_epoch']}); finish it first.")
+    p = ck['meta']['params']
+    cfg = replace(STUDY_PRESETS[p['preset']].train, seed=p['seed'])
+    start = initial_model(p['strategy'], cfg, pretrained, joints=len(MPII if p['dataset'] == 'mpii' else COCO), head_init=p.get('head_init', 'loaded'))
+    trained = [(n, w.detach()) for n, w in start.named_parameters() if w.requires_grad]
+    frozen = [(n, w.detach()) for n, w in start.named_parameters() if not w.requires_grad]
+    state, group = ck['opt']['state'], ck['opt']['param_groups'][0]
+    if len(state) != len(trained) or any(tuple(state[i]['exp_avg'].shape) != tuple(w.shape) for i, (_, w) in enumerate(trained)):
+        raise ValueError(f"{checkpoint}: its optimizer holds {len(state)} parameters, not the {len(trained)} that strategy {p['strategy']!r} trains.")
+    if any(not torch.equal(ck['model'][n], w) for n, w in frozen):
+        raise ValueError(f"{checkpoint}: its frozen parameters differ from {Path(pretrained).name}'s; the run did not start from that public model.")
+    start_w, end_w = flat([w for _, w in trained]).double(), flat([ck['model'][n] for n, _ in trained]).double()
+    ratio = torch.cat([adam_consistency(state[i], group['betas']).reshape(-1) for i in range(len(trained))])
+    return {**{k: p[k] for k in ('dataset', 'method', 'strategy', 'C', 'epsilon', 'seed')}, 'trained': end_w.numel(), 'steps': int(float(state[0]['step'])),
+            'distance': float((end_w - start_w).norm()), 'relative': float((end_w - start_w).norm() / start_w.norm()), 'consistency': float(ratio.median())}
+
+# %% ../nbs/15_update_probe.ipynb #65cb03f1
+def noise_consistency(beta1:float=.9)->float:
+    "Median |m̂|/√v̂ of Adam fed independent zero-mean Gaussian gradients, long after its start."
+    return float(norm.ppf(.75) * ((1 - beta1) / (1 + beta1)) ** .5)
+
+# %% ../nbs/15_update_probe.ipynb #4c1d3a38
+MOVEMENT_KEYS = ['dataset', 'strategy', 'C', 'epsilon', 'seed']
+PROJECTIONS = ('projection', 'feature_projection') # the methods whose steps the diagnostic's rule reads
+
+def movement_table(runs:Path, # a folder of run folders (`runs/<preset>`)
+                   pretrained:Path, # the public model the runs started from
+                  )->pd.DataFrame:
+    "`run_movement` of every finished run under `runs` (private and non-private); runs cut short are left out."
+    rows = []
+    for ck in sorted(Path(runs).glob('*/checkpoint.pth')):
+        c = read_checkpoint(ck, 'delete the run folder, or finish the run')
+        if c['epoch'] >= c['n_epoch']: rows.append({'run': ck.parent.name, **run_movement(ck, pretrained)})
+    if not rows: raise ValueError(f"No finished run under {runs}: a run folder holds a checkpoint.pth of its last epoch.")
+    return pd.DataFrame(rows)
+
+def movement_verdicts(t:pd.DataFrame, # from `movement_table`
+                     )->pd.DataFrame:
+    "Per cell and seed with DP-SGD: each method's distance and consistency over DP-SGD's, and the diagnostic's verdict."
+    private = t[t.method != 'nonprivate']
+    base = private[private.method == 'dpsgd'].set_index(MOVEMENT_KEYS)[['distance', 'consistency']]
+    rows = []
+    for key, g in private[private.method != 'dpsgd'].groupby(MOVEMENT_KEYS):
+        if key not in base.index: continue
+        ratios = {m: (r.distance / base.loc[key, 'distance'], r.consistency / base.loc[key, 'consistency']) for m, r in zip(g.method, g.itertuples())}
+        proj = [ratios[m] for m in PROJECTIONS if m in ratios]
+        verdict = ('supported' if len(proj) == 2 and all(d >= 2 and c >= 2 for d, c in proj) else
+                   'contradicted' if len(proj) == 2 and all(d <= 1 for d, _ in proj) else 'mixed' if len(proj) == 2 else 'incomplete')
+        rows += [dict(zip(MOVEMENT_KEYS, key), method=m, distance_ratio=d, consistency_ratio=c, verdict=verdict) for m, (d, c) in ratios.items()]
+    return pd.DataFrame(rows, columns=[*MOVEMENT_KEYS, 'method', 'distance_ratio', 'consistency_ratio', 'verdict'])
+
+# %% ../nbs/15_update_probe.ipynb #0c03dac0
+def movement_summary(t:pd.DataFrame, # from `movement_table`
+                     v:pd.DataFrame, # `movement_verdicts(t)`
+                    )->str:
+    "What the diagnostic says, in Markdown: each cell's verdict, the projection methods' ratios to DP-SGD, the consistency of every run and DP-SGD's distances."
+    if v.empty or not (v.verdict != 'incomplete').any(): return 'No cell has DP-SGD and both projection methods finished yet: no verdict.'
+    proj, private = v[v.method.isin(PROJECTIONS) & (v.verdict != 'incomplete')], t[t.method != 'nonprivate']
+    dp = private[private.method == 'dpsgd']
+    cells = '; '.join(f"{r.strategy}, C {fmt_key(r.C)}, ε {fmt_key(r.epsilon)}, seed {r.seed}: **{r.verdict}**" for r in proj.drop_duplicates(MOVEMENT_KEYS).itertuples())
+    rng = lambda s, f: f"{f.format(s.min())}–{f.format(s.max())}" if s.min() != s.max() else f.format(s.min())
+    spread = (dp.distance.max() - dp.distance.min()) / dp.distance.mean()
+    return (f"By the plan's rule: {cells}. There, Projected DP-SGD and Feature-Projective DP end {rng(proj.distance_ratio, '{:.2f}')}× as far from the start "
+            f"as DP-SGD, with {rng(proj.consistency_ratio, '{:.2f}')}× its |m̂|/√v̂. Every finished private run's |m̂|/√v̂ is {rng(private.consistency, '{:.3f}')} "
+            f"(independent noise gives {noise_consistency():.3f}), and DP-SGD ends {rng(dp.distance, '{:.2f}')} from the start in each of its {len(dp)} runs "
+            f"({spread:.1%} apart, at C {', '.join(map(fmt_key, sorted(dp.C.unique())))} and ε {', '.join(map(fmt_key, sorted(dp.epsilon.unique())))}).")
+
+# %% ../nbs/15_update_probe.ipynb #9965dca7
+def movement_markdown(t:pd.DataFrame, # from `movement_verdicts`
+                     )->str:
+    "The verdicts as Markdown: the paper's method names, ratios to two decimals (consistency: AdamW's |m̂|/√v̂, not a column name a table can hold)."
+    cells = pd.DataFrame({'strategy': t.strategy, 'C': t.C.map(fmt_key), 'ε': t.epsilon.map(fmt_key), 'seed': t.seed.astype(str),
+                          'method': t.method.map(METHOD_NAMES), 'distance ÷ DP-SGD\'s': t.distance_ratio.map('{:.2f}'.format),
+                          'consistency ÷ DP-SGD\'s': t.consistency_ratio.map('{:.2f}'.format), 'verdict (cell)': t.verdict})
+    return markdown_table(cells)
+
+def write_movement(out:Path, # report folder
+                   runs:Path, # a folder of run folders
+                   pretrained:Path, # the public model they started from
+                  )->list:
+    "`movement.csv` and `movement_verdicts.csv` / `.md` in `out`; return the paths."
+    out, t = Path(out), movement_table(runs, pretrained)
+    out.mkdir(parents=True, exist_ok=True)
+    sha = hashlib.sha256(Path(pretrained).read_bytes()).hexdigest()
+    about = (f"Where each finished run ended, from the public model {Path(pretrained).name} (sha256 {sha[:8]}…{sha[-10:]}), over its trained parameters: "
+             "‖θ_end − θ_start‖ (distance; relative: over ‖θ_start‖) and AdamW's median |m̂|/√v̂ at the end (consistency)")
+    (out/'movement.csv').write_text(f"# {about}\n" + t.to_csv(index=False))
+    about_v = (f"{about}; each method over DP-SGD at the same cell and seed, and the Human-Art plan's diagnostic rule (addendum of 2026-11-29, 05:27 UTC): "
+               "supported where both projection methods reach 2× on both, contradicted where both end no further than DP-SGD, mixed otherwise")
+    return [out/'movement.csv', *write_table(movement_verdicts(t), about_v, 'movement_verdicts', out, movement_markdown)]
