@@ -326,7 +326,7 @@ def movement_verdicts(t:pd.DataFrame, # from `movement_table`
     rows = []
     for key, g in private[private.method != 'dpsgd'].groupby(MOVEMENT_KEYS):
         if key not in base.index: continue
-        ratios = {m: (r.distance / base.loc[key, 'distance'], r.consistency / base.loc[key, 'consistency']) for m, r in zip(g.method, g.itertuples())}
+        ratios = {r.method: (r.distance / base.loc[key, 'distance'], r.consistency / base.loc[key, 'consistency']) for r in g.itertuples()}
         proj = [ratios[m] for m in PROJECTIONS if m in ratios]
         verdict = ('supported' if len(proj) == 2 and all(d >= 2 and c >= 2 for d, c in proj) else
                    'contradicted' if len(proj) == 2 and all(d <= 1 for d, _ in proj) else 'mixed' if len(proj) == 2 else 'incomplete')
