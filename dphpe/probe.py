@@ -30,8 +30,8 @@ from .report.figures import NAMED_PALETTE, save_figure
 __all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'UPDATE_MODELS', 'UPDATE_KEYS', 'MOVEMENT_KEYS', 'PROJECTIONS', 'clean_gradient',
            'UpdateProbe', 'probe_inputs', 'probe_run', 'probe_summary', 'probe_figure', 'spread', 'probe_markdown',
            'probe_files', 'write_probe', 'layer_of', 'update_sizes', 'update_size_run', 'update_size_summary',
-           'write_update_sizes', 'adam_consistency', 'run_movement', 'noise_consistency', 'movement_table',
-           'movement_verdicts', 'movement_summary', 'movement_markdown', 'write_movement']
+           'write_update_sizes', 'adam_consistency', 'start_parameters', 'run_movement', 'noise_consistency',
+           'movement_table', 'movement_verdicts', 'movement_summary', 'movement_markdown', 'write_movement']
 
 # %% ../nbs/15_update_probe.ipynb #a3c9637d
 def clean_gradient(model, # the pose model, in the mode the run trains it in
@@ -277,17 +277,26 @@ def adam_consistency(state:dict, # one parameter's AdamW state: 'step', 'exp_avg
     v = state['exp_avg_sq'].double() / (1 - betas[1] ** t)
     return torch.where(v > 0, m.abs() / v.sqrt(), torch.zeros_like(m))
 
+@functools.lru_cache(maxsize=8)
+def start_parameters(pretrained:Path, # the public model
+                     preset:str, strategy:str, seed:int, # the run's settings (`run_params`)
+                     joints:int, # 16 (MPII) or 17 (COCO-style)
+                     head_init:str, # a key of `HEAD_INITS`
+                    )->tuple:
+    "(trained, frozen): the (name, weight) pairs of the model a run of these settings starts from (`initial_model`), built once per process."
+    start = initial_model(strategy, replace(STUDY_PRESETS[preset].train, seed=seed), pretrained, joints=joints, head_init=head_init)
+    named = [(n, w.detach()) for n, w in start.named_parameters()]
+    return [(n, w) for n, w in named if w.requires_grad], [(n, w) for n, w in named if not w.requires_grad]
+
 def run_movement(checkpoint:Path, # a finished run's `checkpoint.pth` (its weights and AdamW's state)
                  pretrained:Path, # the public model the run started from (`public_pretraining`; not needed at `scratch`)
+                 ck:dict=None, # the checkpoint, if the caller has read it already (None: read here)
                 )->dict:
     "The run's settings, ‖θ_end − θ_start‖ over its trained parameters (also relative to ‖θ_start‖) and AdamW's median |m̂|/√v̂ at its end."
-    ck = read_checkpoint(checkpoint, 'it is not the checkpoint of a run of this project')
+    ck = read_checkpoint(checkpoint, 'it is not the checkpoint of a run of this project') if ck is None else ck
     if ck['epoch'] < ck['n_epoch']: raise ValueError(f"{checkpoint} is a run cut short (epoch {ck['epoch']} of {ck['n_epoch']}); finish it first.")
     p = ck['meta']['params']
-    cfg = replace(STUDY_PRESETS[p['preset']].train, seed=p['seed'])
-    start = initial_model(p['strategy'], cfg, pretrained, joints=len(MPII if p['dataset'] == 'mpii' else COCO), head_init=p.get('head_init', 'loaded'))
-    trained = [(n, w.detach()) for n, w in start.named_parameters() if w.requires_grad]
-    frozen = [(n, w.detach()) for n, w in start.named_parameters() if not w.requires_grad]
+    trained, frozen = start_parameters(Path(pretrained), p['preset'], p['strategy'], p['seed'], len(MPII if p['dataset'] == 'mpii' else COCO), p.get('head_init', 'loaded'))
     state, group = ck['opt']['state'], ck['opt']['param_groups'][0]
     if len(state) != len(trained) or any(tuple(state[i]['exp_avg'].shape) != tuple(w.shape) for i, (_, w) in enumerate(trained)):
         raise ValueError(f"{checkpoint}: its optimizer holds {len(state)} parameters, not the {len(trained)} that strategy {p['strategy']!r} trains.")
@@ -314,7 +323,7 @@ def movement_table(runs:Path, # a folder of run folders (`runs/<preset>`)
     rows = []
     for ck in sorted(Path(runs).glob('*/checkpoint.pth')):
         c = read_checkpoint(ck, 'delete the run folder, or finish the run')
-        if c['epoch'] >= c['n_epoch']: rows.append({'run': ck.parent.name, **run_movement(ck, pretrained)})
+        if c['epoch'] >= c['n_epoch']: rows.append({'run': ck.parent.name, **run_movement(ck, pretrained, c)})  # each file read once
     if not rows: raise ValueError(f"No finished run under {runs}: a run folder holds a checkpoint.pth of its last epoch.")
     return pd.DataFrame(rows)
 
