@@ -285,8 +285,8 @@ def start_parameters(pretrained:Path, # the public model
                     )->tuple:
     "(trained, frozen): the (name, weight) pairs of the model a run of these settings starts from (`initial_model`), built once per process."
     start = initial_model(strategy, replace(STUDY_PRESETS[preset].train, seed=seed), pretrained, joints=joints, head_init=head_init)
-    named = [(n, w.detach()) for n, w in start.named_parameters()]
-    return [(n, w) for n, w in named if w.requires_grad], [(n, w) for n, w in named if not w.requires_grad]
+    named = list(start.named_parameters())
+    return [(n, w.detach()) for n, w in named if w.requires_grad], [(n, w.detach()) for n, w in named if not w.requires_grad]
 
 def run_movement(checkpoint:Path, # a finished run's `checkpoint.pth` (its weights and AdamW's state)
                  pretrained:Path, # the public model the run started from (`public_pretraining`; not needed at `scratch`)
