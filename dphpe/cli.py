@@ -413,12 +413,14 @@ def cmd_probe(args):
     return 0
 
 def cmd_movement(args):
-    "`dphpe movement`: where each finished run ended, from its public model, and AdamW's consistency (see `dphpe.probe`)."
-    from dphpe.probe import write_movement
+    "`dphpe movement`: where each finished run ended from its public model, AdamW's consistency, and how the loss curves along each move (see `dphpe.probe`)."
+    from dphpe.probe import write_movement, write_directions
     for what, path in (('--runs', args.runs), ('--public', args.public)):
         if not Path(path).exists(): raise FileNotFoundError(f"{what} {path} does not exist; give the runs folder (e.g. runs/humanart) and the public model the runs started from.")
+    if args.draws < 0: raise ValueError(f"--draws must be 0 (skip the directions) or more, got {args.draws}.")
     files = write_movement(Path(args.out), Path(args.runs), Path(args.public))
-    print(files[2].read_text() + f"\n{len(files)} files written to {args.out}")
+    if args.draws: files += write_directions(Path(args.out), Path(args.runs), Path(args.public), args.draws, args.data and Path(args.data))
+    print('\n\n'.join(f.read_text() for f in files if f.suffix == '.md') + f"\n{len(files)} files written to {args.out}")
     return 0
 
 # %% ../nbs/90_cli.ipynb #15caf77c
@@ -528,6 +530,8 @@ def parser()->argparse.ArgumentParser:
     mv.add_argument('--runs', required=True, help='a folder of run folders, each with its checkpoint.pth (e.g. runs/humanart)')
     mv.add_argument('--public', required=True, help='the public model the runs started from (the pretrain cache file)')
     mv.add_argument('--out', required=True, help='report folder (e.g. figures/humanart)')
+    mv.add_argument('--data', default=None, help="the dataset folder the runs read (default: the preset's synthetic data)")
+    mv.add_argument('--draws', type=int, default=3, help='isotropic and in-subspace reference directions of each kind (0: skip the loss along the moves, minutes on a CPU)')
     mv.set_defaults(func=cmd_movement)
     nz = sub.add_parser('noise', help='noise multiplier for a target (epsilon, delta)')
     nz.add_argument('--epsilon', type=float, required=True, help='target ε (0 < ε ≤ 50; the paper: 0.2 to 0.8)')

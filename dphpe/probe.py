@@ -18,7 +18,7 @@ from .data import PoseDataset
 from .model import simcc_loss, simcc_targets, pose_model, set_strategy
 from .joints import MPII, COCO
 from .train import preload_crops, pose_batch, read_checkpoint
-from .methods import flat, PoseDPOptimizer, private_gradients, private_update
+from .methods import flat, unflat, PublicSubspace, PoseDPOptimizer, private_gradients, private_update, public_gradients
 from .presets import STUDY_PRESETS
 from .pretrain import public_pretraining, initial_model
 from .regime import noise_multiplier
@@ -27,11 +27,14 @@ from .report.tables import METHOD_NAMES, fmt_key, markdown_table, write_table
 from .report.figures import NAMED_PALETTE, save_figure
 
 # %% auto #0
-__all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'UPDATE_MODELS', 'UPDATE_KEYS', 'MOVEMENT_KEYS', 'PROJECTIONS', 'clean_gradient',
-           'UpdateProbe', 'probe_inputs', 'probe_run', 'probe_summary', 'probe_figure', 'spread', 'probe_markdown',
-           'probe_files', 'write_probe', 'layer_of', 'update_sizes', 'update_size_run', 'update_size_summary',
-           'write_update_sizes', 'adam_consistency', 'start_parameters', 'run_movement', 'noise_consistency',
-           'movement_table', 'movement_verdicts', 'movement_summary', 'movement_markdown', 'write_movement']
+__all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'UPDATE_MODELS', 'UPDATE_KEYS', 'MOVEMENT_KEYS', 'PROJECTIONS', 'DIRECTION_KEYS',
+           'DIRECTION_CONTROLS', 'clean_gradient', 'UpdateProbe', 'probe_inputs', 'probe_run', 'probe_summary',
+           'probe_figure', 'spread', 'probe_markdown', 'probe_files', 'write_probe', 'layer_of', 'update_sizes',
+           'update_size_run', 'update_size_summary', 'write_update_sizes', 'adam_consistency', 'start_parameters',
+           'run_move', 'run_movement', 'noise_consistency', 'finished_runs', 'movement_table', 'movement_verdicts',
+           'movement_summary', 'movement_markdown', 'public_model_label', 'write_movement', 'persons_batch',
+           'validation_loss', 'set_flat', 'curvature', 'reference_directions', 'direction_inputs', 'direction_table',
+           'direction_verdicts', 'direction_summary', 'direction_markdown', 'write_directions']
 
 # %% ../nbs/15_update_probe.ipynb #a3c9637d
 def clean_gradient(model, # the pose model, in the mode the run trains it in
@@ -288,22 +291,30 @@ def start_parameters(pretrained:Path, # the public model
     named = list(start.named_parameters())
     return [(n, w.detach()) for n, w in named if w.requires_grad], [(n, w.detach()) for n, w in named if not w.requires_grad]
 
+def run_move(checkpoint:Path, # a finished run's `checkpoint.pth` (its weights and AdamW's state)
+             pretrained:Path, # the public model the run started from (`public_pretraining`; not needed at `scratch`)
+             ck:dict=None, # the checkpoint, if the caller has read it already (None: read here)
+            )->tuple:
+    "(checkpoint, settings, θ_start, θ_end): the run's trained parameters at its start and end (flat, float64), checked to start from `pretrained`."
+    ck = read_checkpoint(checkpoint, 'it is not the checkpoint of a run of this project') if ck is None else ck
+    if ck['epoch'] < ck['n_epoch']: raise ValueError(f"{checkpoint} is a run cut short (epoch {ck['epoch']} of {ck['n_epoch']}); finish it first.")
+    p = ck['meta']['params']
+    trained, frozen = start_parameters(Path(pretrained), p['preset'], p['strategy'], p['seed'], len(MPII if p['dataset'] == 'mpii' else COCO), p.get('head_init', 'loaded'))
+    state = ck['opt']['state']
+    if len(state) != len(trained) or any(tuple(state[i]['exp_avg'].shape) != tuple(w.shape) for i, (_, w) in enumerate(trained)):
+        raise ValueError(f"{checkpoint}: its optimizer holds {len(state)} parameters, not the {len(trained)} that strategy {p['strategy']!r} trains.")
+    if any(not torch.equal(ck['model'][n], w) for n, w in frozen):
+        raise ValueError(f"{checkpoint}: its frozen parameters differ from {Path(pretrained).name}'s; the run did not start from that public model.")
+    return ck, p, flat([w for _, w in trained]).double(), flat([ck['model'][n] for n, _ in trained]).double()
+
 def run_movement(checkpoint:Path, # a finished run's `checkpoint.pth` (its weights and AdamW's state)
                  pretrained:Path, # the public model the run started from (`public_pretraining`; not needed at `scratch`)
                  ck:dict=None, # the checkpoint, if the caller has read it already (None: read here)
                 )->dict:
     "The run's settings, ‖θ_end − θ_start‖ over its trained parameters (also relative to ‖θ_start‖) and AdamW's median |m̂|/√v̂ at its end."
-    ck = read_checkpoint(checkpoint, 'it is not the checkpoint of a run of this project') if ck is None else ck
-    if ck['epoch'] < ck['n_epoch']: raise ValueError(f"{checkpoint} is a run cut short (epoch {ck['epoch']} of {ck['n_epoch']}); finish it first.")
-    p = ck['meta']['params']
-    trained, frozen = start_parameters(Path(pretrained), p['preset'], p['strategy'], p['seed'], len(MPII if p['dataset'] == 'mpii' else COCO), p.get('head_init', 'loaded'))
+    ck, p, start_w, end_w = run_move(checkpoint, pretrained, ck)
     state, group = ck['opt']['state'], ck['opt']['param_groups'][0]
-    if len(state) != len(trained) or any(tuple(state[i]['exp_avg'].shape) != tuple(w.shape) for i, (_, w) in enumerate(trained)):
-        raise ValueError(f"{checkpoint}: its optimizer holds {len(state)} parameters, not the {len(trained)} that strategy {p['strategy']!r} trains.")
-    if any(not torch.equal(ck['model'][n], w) for n, w in frozen):
-        raise ValueError(f"{checkpoint}: its frozen parameters differ from {Path(pretrained).name}'s; the run did not start from that public model.")
-    start_w, end_w = flat([w for _, w in trained]).double(), flat([ck['model'][n] for n, _ in trained]).double()
-    ratio = torch.cat([adam_consistency(state[i], group['betas']).reshape(-1) for i in range(len(trained))])
+    ratio = torch.cat([adam_consistency(state[i], group['betas']).reshape(-1) for i in range(len(state))])
     return {**{k: p[k] for k in ('dataset', 'method', 'strategy', 'C', 'epsilon', 'seed')}, 'trained': end_w.numel(), 'steps': int(float(state[0]['step'])),
             'distance': float((end_w - start_w).norm()), 'relative': float((end_w - start_w).norm() / start_w.norm()), 'consistency': float(ratio.median())}
 
@@ -316,14 +327,18 @@ def noise_consistency(beta1:float=.9)->float:
 MOVEMENT_KEYS = ['dataset', 'strategy', 'C', 'epsilon', 'seed']
 PROJECTIONS = ('projection', 'feature_projection') # the methods whose steps the diagnostic's rule reads
 
+def finished_runs(runs:Path, # a folder of run folders (`runs/<preset>`)
+                 ):
+    "(folder name, checkpoint path, checkpoint) of each finished run under `runs`, each file read once; runs cut short are skipped."
+    for ck in sorted(Path(runs).glob('*/checkpoint.pth')):
+        c = read_checkpoint(ck, 'delete the run folder, or finish the run')
+        if c['epoch'] >= c['n_epoch']: yield ck.parent.name, ck, c
+
 def movement_table(runs:Path, # a folder of run folders (`runs/<preset>`)
                    pretrained:Path, # the public model the runs started from
                   )->pd.DataFrame:
     "`run_movement` of every finished run under `runs` (private and non-private); runs cut short are left out."
-    rows = []
-    for ck in sorted(Path(runs).glob('*/checkpoint.pth')):
-        c = read_checkpoint(ck, 'delete the run folder, or finish the run')
-        if c['epoch'] >= c['n_epoch']: rows.append({'run': ck.parent.name, **run_movement(ck, pretrained, c)})  # each file read once
+    rows = [{'run': name, **run_movement(ck, pretrained, c)} for name, ck, c in finished_runs(runs)]
     if not rows: raise ValueError(f"No finished run under {runs}: a run folder holds a checkpoint.pth of its last epoch.")
     return pd.DataFrame(rows)
 
@@ -367,6 +382,12 @@ def movement_markdown(t:pd.DataFrame, # from `movement_verdicts`
                           'consistency ÷ DP-SGD\'s': t.consistency_ratio.map('{:.2f}'.format), 'verdict (cell)': t.verdict})
     return markdown_table(cells)
 
+def public_model_label(pretrained:Path, # the public model file
+                      )->str:
+    "'the public model <file> (sha256 <first 8>…<last 10>)': which start a diagnostic's files were read against."
+    sha = hashlib.sha256(Path(pretrained).read_bytes()).hexdigest()
+    return f"the public model {Path(pretrained).name} (sha256 {sha[:8]}…{sha[-10:]})"
+
 def write_movement(out:Path, # report folder
                    runs:Path, # a folder of run folders
                    pretrained:Path, # the public model they started from
@@ -374,10 +395,180 @@ def write_movement(out:Path, # report folder
     "`movement.csv` and `movement_verdicts.csv` / `.md` in `out`; return the paths."
     out, t = Path(out), movement_table(runs, pretrained)
     out.mkdir(parents=True, exist_ok=True)
-    sha = hashlib.sha256(Path(pretrained).read_bytes()).hexdigest()
-    about = (f"Where each finished run ended, from the public model {Path(pretrained).name} (sha256 {sha[:8]}…{sha[-10:]}), over its trained parameters: "
+    about = (f"Where each finished run ended, from {public_model_label(pretrained)}, over its trained parameters: "
              "‖θ_end − θ_start‖ (distance; relative: over ‖θ_start‖) and AdamW's median |m̂|/√v̂ at the end (consistency)")
     (out/'movement.csv').write_text(f"# {about}\n" + t.to_csv(index=False))
     about_v = (f"{about}; each method over DP-SGD at the same cell and seed, and the Human-Art plan's diagnostic rule (addendum of 2026-11-29, 05:27 UTC): "
                "supported where both projection methods reach 2× on both, contradicted where both end no further than DP-SGD, mixed otherwise")
     return [out/'movement.csv', *write_table(movement_verdicts(t), about_v, 'movement_verdicts', out, movement_markdown)]
+
+# %% ../nbs/15_update_probe.ipynb #c9f9c56b
+def persons_batch(ds:PoseDataset, # crops (preloaded ones give their prefix features)
+                  k:int, # the head's SimCC bins per pixel
+                 )->tuple:
+    "(inputs, SimCC targets, visible) of every person of `ds`, as one batch."
+    x, j, v, *_ = pose_batch([ds[i] for i in range(len(ds))])
+    return x, simcc_targets(j, ds.input_size, k), v
+
+@torch.no_grad()
+def validation_loss(model, # a pose model
+                    batch:tuple, # from `persons_batch`
+                    bs:int=100, # persons per forward pass
+                   )->float:
+    "Mean SimCC loss of the batch's persons under `model` in eval mode (a float64 mean of per-person losses)."
+    x, t, v = batch
+    model.eval()
+    return float(torch.cat([simcc_loss(model(x[i:i+bs]), [u[i:i+bs] for u in t], v[i:i+bs], reduction='none') for i in range(0, len(x), bs)]).double().mean())
+
+def set_flat(params:list, # parameters, in order
+             w:torch.Tensor, # a flat vector of their length
+            ):
+    "Copy `w` into `params` (in their dtype)."
+    with torch.no_grad():
+        for q, s in zip(params, unflat(w.to(params[0].dtype), params)): q.copy_(s)
+
+def curvature(model, # a pose model, at the point θ_s
+              params:list, # its trained parameters, in order
+              direction:torch.Tensor, # flat, any length (normalised here)
+              rho:float, # how far to move either way
+              batch:tuple, # from `persons_batch`
+              at_start:float=None, # L(θ_s) if known (None: computed)
+             )->dict:
+    "The loss along `direction` at ±`rho` from θ_s: its even part (`curvature`) and the one-sided `rise`; the weights are put back."
+    start = flat(params).detach().clone()
+    u = direction.double() / direction.double().norm()
+    l0, losses = validation_loss(model, batch) if at_start is None else at_start, []
+    try:
+        for sign in (1, -1):
+            set_flat(params, start.double() + sign * rho * u)
+            losses.append(validation_loss(model, batch))
+    finally: set_flat(params, start)
+    return {'curvature': (losses[0] + losses[1]) / 2 - l0, 'rise': losses[0] - l0}
+
+# %% ../nbs/15_update_probe.ipynb #52a47ea2
+def reference_directions(n:int, # trained coordinates
+                         V:torch.Tensor, # (n, k) orthonormal basis of the public subspace
+                         draws:int=3, # directions of each kind (seeds 0, 1, …)
+                        )->dict:
+    "{'isotropic': unit Gaussian directions over all n coordinates, 'public subspace': unit V z, z ~ N(0, I_k)}, `draws` each, seeded."
+    unit = lambda d: d / d.norm()
+    gen = lambda seed: torch.Generator().manual_seed(seed)
+    return {'isotropic': [unit(torch.randn(n, generator=gen(s), dtype=torch.float64)) for s in range(draws)],
+            'public subspace': [unit(V.double() @ torch.randn(V.shape[1], generator=gen(s), dtype=torch.float64)) for s in range(draws)]}
+
+# %% ../nbs/15_update_probe.ipynb #9e765ccd
+DIRECTION_KEYS = ['preset', 'dataset', 'strategy', 'seed'] # runs alike in these start from one model
+
+def direction_inputs(p:dict, # a run's settings, as its checkpoint keeps them (`checkpoint_meta`)
+                     pretrained:Path, # the public model its runs start from
+                     data:Path=None, # the dataset folder the runs read (None: the preset's synthetic data; a checkpoint does not keep it)
+                    )->tuple:
+    "(start model, its trained parameters, the validation persons' batch, V): V spans the top-k public per-sample gradients at the start."
+    p = run_params(**{**p, 'data': data})
+    cfg = replace(STUDY_PRESETS[p['preset']].train, seed=p['seed'])
+    splits = run_data(p, data_root(p))
+    model = initial_model(p['strategy'], cfg, Path(pretrained), joints=len(splits.valid[0].layout), head_init=p.get('head_init', 'loaded'))
+    valid, public = PoseDataset(splits.valid, cfg.input_size), PoseDataset(splits.public, cfg.input_size)
+    preload_crops(model, valid, public)
+    V = PublicSubspace(p['k']).fit(public_gradients(model.train(), *persons_batch(public, model.head.k))).V
+    return model, [w for w in model.parameters() if w.requires_grad], persons_batch(valid, model.head.k), V
+
+def direction_table(runs:Path, # a folder of run folders
+                    pretrained:Path, # the public model they started from
+                    draws:int=3, # isotropic and in-V directions of each start
+                    data:Path=None, # the dataset folder the runs read (None: the preset's synthetic data)
+                   )->pd.DataFrame:
+    "`curvature` at each start along every finished private run's move and `reference_directions`, at the median distance of that start's DP-SGD runs; each move's cosine with DP-SGD's of its cell."
+    moves = {}
+    for name, path, c in finished_runs(runs):
+        if c['meta']['params']['method'] == 'nonprivate': continue
+        _, p, start, end = run_move(path, pretrained, c)
+        moves.setdefault(tuple(p[k] for k in DIRECTION_KEYS), []).append((name, p, end - start))
+    rows = []
+    for key, group in moves.items():
+        dp = [float(d.norm()) for _, p, d in group if p['method'] == 'dpsgd']
+        if not dp: continue
+        model, params, batch, V = direction_inputs(group[0][1], pretrained, data)
+        at_start, rho = validation_loss(model, batch), float(np.median(dp))
+        refs = [(kind, f'{kind} {i}', {}, d) for kind, ds in reference_directions(len(flat(params)), V, draws).items() for i, d in enumerate(ds)]
+        base = {(p['C'], p['epsilon']): d for _, p, d in group if p['method'] == 'dpsgd'}
+        aligned = lambda p, d: float(d @ base[p['C'], p['epsilon']] / (d.norm() * base[p['C'], p['epsilon']].norm())) if (p.get('C'), p.get('epsilon')) in base else np.nan
+        for kind, name, p, d in [('run', *g) for g in group] + refs:
+            rows.append({'kind': kind, 'run': name, **dict(zip(DIRECTION_KEYS, key)), 'method': p.get('method', ''), 'C': p.get('C', np.nan),
+                         'epsilon': p.get('epsilon', np.nan), 'distance': float(d.norm()) if p else np.nan, 'cos_dpsgd': aligned(p, d), 'rho': rho, 'at_start': at_start,
+                         **curvature(model, params, d, rho, batch, at_start)})
+    if not rows: raise ValueError(f"No finished DP-SGD run under {runs}: the directions are compared at the distance DP-SGD's runs travelled.")
+    return pd.DataFrame(rows)
+
+# %% ../nbs/15_update_probe.ipynb #a277aa9a
+DIRECTION_CONTROLS = {'dpsgd': (.5, 2.), 'other': (.8, 1.25)} # the plan's predicted ranges: DP-SGD over isotropic, other methods over DP-SGD
+
+def direction_verdicts(t:pd.DataFrame, # from `direction_table`
+                      )->pd.DataFrame:
+    "The second diagnostic's rule per start (D3a) and per cell (D3b), and the controls: each ratio, what was predicted and the verdict."
+    rule = lambda rs: 'supported' if all(r >= 2 for r in rs) else 'contradicted' if all(r <= 1.25 for r in rs) else 'mixed'
+    within = lambda r, lo, hi: 'as predicted' if lo <= r <= hi else 'not as predicted'
+    rows = []
+    for key, g in t.groupby(DIRECTION_KEYS):
+        start, iso = dict(zip(DIRECTION_KEYS, key)), g[g.kind == 'isotropic'].curvature.mean()
+        inside = g[g.kind == 'public subspace'].curvature.mean() / iso
+        rows.append({**start, 'test': 'D3a', 'direction': 'public subspace', 'against': 'isotropic', 'ratio': inside, 'predicted': '≥ 2×', 'verdict': rule([inside])})
+        for (C, eps), cell in g[g.kind == 'run'].groupby(['C', 'epsilon']):
+            if not (cell.method == 'dpsgd').any(): continue
+            base = cell[cell.method == 'dpsgd'].curvature.iloc[0]
+            ratios = {r.method: r.curvature / base for r in cell.itertuples() if r.method != 'dpsgd'}
+            proj = [ratios[m] for m in PROJECTIONS if m in ratios]
+            at = {**start, 'C': C, 'epsilon': eps}
+            rows.append({**at, 'test': 'control', 'direction': 'dpsgd', 'against': 'isotropic', 'ratio': base / iso, 'predicted': '0.5–2×',
+                         'verdict': within(base / iso, *DIRECTION_CONTROLS['dpsgd'])})
+            rows += [{**at, 'test': 'D3b', 'direction': m, 'against': 'dpsgd', 'ratio': r, 'predicted': '≥ 2×', 'verdict': rule(proj) if len(proj) == 2 else 'incomplete'}
+                     if m in PROJECTIONS else
+                     {**at, 'test': 'control', 'direction': m, 'against': 'dpsgd', 'ratio': r, 'predicted': '0.8–1.25×', 'verdict': within(r, *DIRECTION_CONTROLS['other'])}
+                     for m, r in ratios.items()]
+    return pd.DataFrame(rows, columns=[*DIRECTION_KEYS, 'C', 'epsilon', 'test', 'direction', 'against', 'ratio', 'predicted', 'verdict'])
+
+# %% ../nbs/15_update_probe.ipynb #dcfafe1c
+def direction_summary(v:pd.DataFrame, # from `direction_verdicts`
+                     )->str:
+    "What the second diagnostic says, in Markdown, every number read from `v`."
+    if v.empty: return 'No start has a finished DP-SGD run yet: no verdict.'
+    cell = lambda r: f"{r.strategy}, C {fmt_key(r.C)}, ε {fmt_key(r.epsilon)}, seed {r.seed}"
+    rng = lambda s: f"{s.min():.2f}" if f"{s.min():.2f}" == f"{s.max():.2f}" else f"{s.min():.2f}–{s.max():.2f}"
+    a = '; '.join(f"**{r.verdict}** ({r.strategy}, seed {r.seed}: inside V the loss curves {r.ratio:.3g}× as much as along isotropic directions)"
+                  for r in v[v.test == 'D3a'].itertuples())
+    d3b = v[v.test == 'D3b']
+    b = '; '.join(f"{cell(g.iloc[0])}: **{g.verdict.iloc[0]}** ({', '.join(f'{METHOD_NAMES[r.direction]} {r.ratio:.2f}×' for r in g.itertuples())} DP-SGD's)"
+                  for _, g in d3b.groupby(['C', 'epsilon', 'seed'])) or 'no cell has DP-SGD and both projection methods yet'
+    c, dp = v[v.test == 'control'], v[(v.test == 'control') & (v.direction == 'dpsgd')]
+    others = c[c.direction != 'dpsgd']
+    ctrl = f"DP-SGD's own move {rng(dp.ratio)}× the isotropic mean (predicted 0.5–2×: {', '.join(sorted(set(dp.verdict)))})"
+    if len(others): ctrl += f"; Feature DP and MaskDP {rng(others.ratio)}× DP-SGD's (predicted 0.8–1.25×: {', '.join(sorted(set(others.verdict)))})"
+    return f"By the plan's rule: D3a {a}. D3b: {b}. Controls: {ctrl}."
+
+# %% ../nbs/15_update_probe.ipynb #d67730d9
+def direction_markdown(v:pd.DataFrame, # from `direction_verdicts`
+                      )->str:
+    "The verdicts as Markdown: the paper's method names, ratios to three figures."
+    name = lambda d: METHOD_NAMES.get(d, d)
+    cells = pd.DataFrame({'test': v.test, 'strategy': v.strategy, 'C': v.C.map(lambda c: '–' if pd.isna(c) else fmt_key(c)),
+                          'ε': v.epsilon.map(lambda e: '–' if pd.isna(e) else fmt_key(e)), 'seed': v.seed.astype(str),
+                          'direction': v.direction.map(name), 'over': v.against.map(name), 'ratio': v.ratio.map('{:.3g}×'.format),
+                          'predicted': v.predicted, 'verdict': v.verdict})
+    return markdown_table(cells)
+
+def write_directions(out:Path, # report folder
+                     runs:Path, # a folder of run folders
+                     pretrained:Path, # the public model they started from
+                     draws:int=3, # reference directions of each kind
+                     data:Path=None, # the dataset folder the runs read (None: the preset's synthetic data)
+                    )->list:
+    "`directions.csv` and `direction_verdicts.csv` / `.md` in `out`; return the paths."
+    out, t = Path(out), direction_table(runs, pretrained, draws, data)
+    out.mkdir(parents=True, exist_ok=True)
+    about = (f"How sharply the validation persons' SimCC loss curves at {public_model_label(pretrained)} along each finished private run's move and "
+             f"along {draws} isotropic and {draws} in-V reference directions, at ρ = the median distance of the start's DP-SGD runs: "
+             "curvature = [L(θ+ρu) + L(θ−ρu)]/2 − L(θ), rise = L(θ+ρu) − L(θ)")
+    (out/'directions.csv').write_text(f"# {about}\n" + t.to_csv(index=False))
+    about_v = (f"{about}; the Human-Art plan's second diagnostic (addendum of 2026-11-29, 08:47 UTC): D3a in-V over isotropic, D3b each projection "
+               "method over DP-SGD (supported at ≥ 2×, contradicted at ≤ 1.25×, mixed between), and its controls")
+    return [out/'directions.csv', *write_table(direction_verdicts(t), about_v, 'direction_verdicts', out, direction_markdown)]
