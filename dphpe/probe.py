@@ -492,10 +492,11 @@ def direction_table(runs:Path, # a folder of run folders
         at_start, rho = validation_loss(model, batch), float(np.median(dp))
         refs = [(kind, f'{kind} {i}', {}, d) for kind, ds in reference_directions(len(flat(params)), V, draws).items() for i, d in enumerate(ds)]
         base = {(p['C'], p['epsilon']): d for _, p, d in group if p['method'] == 'dpsgd'}
-        aligned = lambda p, d: float(d @ base[p['C'], p['epsilon']] / (d.norm() * base[p['C'], p['epsilon']].norm())) if (p.get('C'), p.get('epsilon')) in base else np.nan
+        cosine = lambda a, b: float(a @ b / (a.norm() * b.norm()))
         for kind, name, p, d in [('run', *g) for g in group] + refs:
             rows.append({'kind': kind, 'run': name, **dict(zip(DIRECTION_KEYS, key)), 'method': p.get('method', ''), 'C': p.get('C', np.nan),
-                         'epsilon': p.get('epsilon', np.nan), 'distance': float(d.norm()) if p else np.nan, 'cos_dpsgd': aligned(p, d), 'rho': rho, 'at_start': at_start,
+                         'epsilon': p.get('epsilon', np.nan), 'distance': float(d.norm()) if p else np.nan, 'rho': rho, 'at_start': at_start,
+                         'cos_dpsgd': cosine(d, base[p['C'], p['epsilon']]) if (p.get('C'), p.get('epsilon')) in base else np.nan,
                          **curvature(model, params, d, rho, batch, at_start)})
     if not rows: raise ValueError(f"No finished DP-SGD run under {runs}: the directions are compared at the distance DP-SGD's runs travelled.")
     return pd.DataFrame(rows)
