@@ -8,6 +8,7 @@ import functools, hashlib, itertools, tempfile
 from dataclasses import replace
 from pathlib import Path
 import numpy as np, pandas as pd, torch
+from torch.nn.utils import vector_to_parameters
 from scipy.stats import norm
 import matplotlib.pyplot as plt
 import seaborn as sns
@@ -18,7 +19,7 @@ from .data import PoseDataset
 from .model import simcc_loss, simcc_targets, pose_model, set_strategy
 from .joints import MPII, COCO
 from .train import preload_crops, pose_batch, read_checkpoint
-from .methods import flat, unflat, PublicSubspace, PoseDPOptimizer, private_gradients, private_update, public_gradients
+from .methods import flat, PublicSubspace, PoseDPOptimizer, private_gradients, private_update, public_gradients
 from .presets import STUDY_PRESETS
 from .pretrain import public_pretraining, initial_model
 from .regime import noise_multiplier
@@ -32,9 +33,9 @@ __all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'UPDATE_MODELS', 'UPDATE_KEYS', 'MOV
            'probe_figure', 'spread', 'probe_markdown', 'probe_files', 'write_probe', 'layer_of', 'update_sizes',
            'update_size_run', 'update_size_summary', 'write_update_sizes', 'adam_consistency', 'start_parameters',
            'run_move', 'run_movement', 'noise_consistency', 'finished_runs', 'movement_table', 'movement_verdicts',
-           'movement_summary', 'movement_markdown', 'public_model_label', 'write_movement', 'persons_batch',
-           'validation_loss', 'set_flat', 'curvature', 'reference_directions', 'direction_inputs', 'direction_table',
-           'direction_verdicts', 'direction_summary', 'direction_markdown', 'write_directions']
+           'value_range', 'movement_summary', 'movement_markdown', 'public_model_label', 'write_movement',
+           'persons_batch', 'validation_loss', 'curvature', 'reference_directions', 'direction_inputs',
+           'direction_table', 'direction_verdicts', 'direction_summary', 'direction_markdown', 'write_directions']
 
 # %% ../nbs/15_update_probe.ipynb #a3c9637d
 def clean_gradient(model, # the pose model, in the mode the run trains it in
@@ -358,6 +359,13 @@ def movement_verdicts(t:pd.DataFrame, # from `movement_table`
     return pd.DataFrame(rows, columns=[*MOVEMENT_KEYS, 'method', 'distance_ratio', 'consistency_ratio', 'verdict'])
 
 # %% ../nbs/15_update_probe.ipynb #0c03dac0
+def value_range(s:pd.Series, # numbers
+                fmt:str='{:.2f}', # how each end is written
+               )->str:
+    "'lo–hi' of `s` as `fmt` writes them, or one number where both ends are written alike."
+    lo, hi = fmt.format(s.min()), fmt.format(s.max())
+    return lo if lo == hi else f"{lo}–{hi}"
+
 def movement_summary(t:pd.DataFrame, # from `movement_table`
                      v:pd.DataFrame, # `movement_verdicts(t)`
                     )->str:
@@ -366,11 +374,10 @@ def movement_summary(t:pd.DataFrame, # from `movement_table`
     proj, private = v[v.method.isin(PROJECTIONS) & (v.verdict != 'incomplete')], t[t.method != 'nonprivate']
     dp = private[private.method == 'dpsgd']
     cells = '; '.join(f"{r.strategy}, C {fmt_key(r.C)}, ε {fmt_key(r.epsilon)}, seed {r.seed}: **{r.verdict}**" for r in proj.drop_duplicates(MOVEMENT_KEYS).itertuples())
-    rng = lambda s, f: f"{f.format(s.min())}–{f.format(s.max())}" if s.min() != s.max() else f.format(s.min())
     spread = (dp.distance.max() - dp.distance.min()) / dp.distance.mean()
-    return (f"By the plan's rule: {cells}. There, Projected DP-SGD and Feature-Projective DP end {rng(proj.distance_ratio, '{:.2f}')}× as far from the start "
-            f"as DP-SGD, with {rng(proj.consistency_ratio, '{:.2f}')}× its |m̂|/√v̂. Every finished private run's |m̂|/√v̂ is {rng(private.consistency, '{:.3f}')} "
-            f"(independent noise gives {noise_consistency():.3f}), and DP-SGD ends {rng(dp.distance, '{:.2f}')} from the start in each of its {len(dp)} runs "
+    return (f"By the plan's rule: {cells}. There, Projected DP-SGD and Feature-Projective DP end {value_range(proj.distance_ratio)}× as far from the start "
+            f"as DP-SGD, with {value_range(proj.consistency_ratio)}× its |m̂|/√v̂. Every finished private run's |m̂|/√v̂ is {value_range(private.consistency, '{:.3f}')} "
+            f"(independent noise gives {noise_consistency():.3f}), and DP-SGD ends {value_range(dp.distance)} from the start in each of its {len(dp)} runs "
             f"({spread:.1%} apart, at C {', '.join(map(fmt_key, sorted(dp.C.unique())))} and ε {', '.join(map(fmt_key, sorted(dp.epsilon.unique())))}).")
 
 # %% ../nbs/15_update_probe.ipynb #9965dca7
@@ -420,13 +427,6 @@ def validation_loss(model, # a pose model
     model.eval()
     return float(torch.cat([simcc_loss(model(x[i:i+bs]), [u[i:i+bs] for u in t], v[i:i+bs], reduction='none') for i in range(0, len(x), bs)]).double().mean())
 
-def set_flat(params:list, # parameters, in order
-             w:torch.Tensor, # a flat vector of their length
-            ):
-    "Copy `w` into `params` (in their dtype)."
-    with torch.no_grad():
-        for q, s in zip(params, unflat(w.to(params[0].dtype), params)): q.copy_(s)
-
 def curvature(model, # a pose model, at the point θ_s
               params:list, # its trained parameters, in order
               direction:torch.Tensor, # flat, any length (normalised here)
@@ -440,9 +440,9 @@ def curvature(model, # a pose model, at the point θ_s
     l0, losses = validation_loss(model, batch) if at_start is None else at_start, []
     try:
         for sign in (1, -1):
-            set_flat(params, start.double() + sign * rho * u)
+            vector_to_parameters((start.double() + sign * rho * u).to(start.dtype), params)
             losses.append(validation_loss(model, batch))
-    finally: set_flat(params, start)
+    finally: vector_to_parameters(start, params)
     return {'curvature': (losses[0] + losses[1]) / 2 - l0, 'rise': losses[0] - l0}
 
 # %% ../nbs/15_update_probe.ipynb #52a47ea2
@@ -467,7 +467,7 @@ def direction_inputs(p:dict, # a run's settings, as its checkpoint keeps them (`
     p = run_params(**{**p, 'data': data})
     cfg = replace(STUDY_PRESETS[p['preset']].train, seed=p['seed'])
     splits = run_data(p, data_root(p))
-    model = initial_model(p['strategy'], cfg, Path(pretrained), joints=len(splits.valid[0].layout), head_init=p.get('head_init', 'loaded'))
+    model = initial_model(p['strategy'], cfg, Path(pretrained), joints=len(splits.valid[0].layout), head_init=p['head_init'])
     valid, public = PoseDataset(splits.valid, cfg.input_size), PoseDataset(splits.public, cfg.input_size)
     preload_crops(model, valid, public)
     V = PublicSubspace(p['k']).fit(public_gradients(model.train(), *persons_batch(public, model.head.k))).V
@@ -486,12 +486,11 @@ def direction_table(runs:Path, # a folder of run folders
         moves.setdefault(tuple(p[k] for k in DIRECTION_KEYS), []).append((name, p, end - start))
     rows = []
     for key, group in moves.items():
-        dp = [float(d.norm()) for _, p, d in group if p['method'] == 'dpsgd']
-        if not dp: continue
+        base = {(p['C'], p['epsilon']): d for _, p, d in group if p['method'] == 'dpsgd'}  # DP-SGD's move at each cell
+        if not base: continue
         model, params, batch, V = direction_inputs(group[0][1], pretrained, data)
-        at_start, rho = validation_loss(model, batch), float(np.median(dp))
+        at_start, rho = validation_loss(model, batch), float(np.median([float(d.norm()) for d in base.values()]))
         refs = [(kind, f'{kind} {i}', {}, d) for kind, ds in reference_directions(len(flat(params)), V, draws).items() for i, d in enumerate(ds)]
-        base = {(p['C'], p['epsilon']): d for _, p, d in group if p['method'] == 'dpsgd'}
         cosine = lambda a, b: float(a @ b / (a.norm() * b.norm()))
         for kind, name, p, d in [('run', *g) for g in group] + refs:
             rows.append({'kind': kind, 'run': name, **dict(zip(DIRECTION_KEYS, key)), 'method': p.get('method', ''), 'C': p.get('C', np.nan),
@@ -509,6 +508,7 @@ def direction_verdicts(t:pd.DataFrame, # from `direction_table`
     "The second diagnostic's rule per start (D3a) and per cell (D3b), and the controls: each ratio, what was predicted and the verdict."
     rule = lambda rs: 'supported' if all(r >= 2 for r in rs) else 'contradicted' if all(r <= 1.25 for r in rs) else 'mixed'
     within = lambda r, lo, hi: 'as predicted' if lo <= r <= hi else 'not as predicted'
+    predicted = {k: f"{lo:g}–{hi:g}×" for k, (lo, hi) in DIRECTION_CONTROLS.items()}
     rows = []
     for key, g in t.groupby(DIRECTION_KEYS):
         start, iso = dict(zip(DIRECTION_KEYS, key)), g[g.kind == 'isotropic'].curvature.mean()
@@ -520,11 +520,11 @@ def direction_verdicts(t:pd.DataFrame, # from `direction_table`
             ratios = {r.method: r.curvature / base for r in cell.itertuples() if r.method != 'dpsgd'}
             proj = [ratios[m] for m in PROJECTIONS if m in ratios]
             at = {**start, 'C': C, 'epsilon': eps}
-            rows.append({**at, 'test': 'control', 'direction': 'dpsgd', 'against': 'isotropic', 'ratio': base / iso, 'predicted': '0.5–2×',
+            rows.append({**at, 'test': 'control', 'direction': 'dpsgd', 'against': 'isotropic', 'ratio': base / iso, 'predicted': predicted['dpsgd'],
                          'verdict': within(base / iso, *DIRECTION_CONTROLS['dpsgd'])})
             rows += [{**at, 'test': 'D3b', 'direction': m, 'against': 'dpsgd', 'ratio': r, 'predicted': '≥ 2×', 'verdict': rule(proj) if len(proj) == 2 else 'incomplete'}
                      if m in PROJECTIONS else
-                     {**at, 'test': 'control', 'direction': m, 'against': 'dpsgd', 'ratio': r, 'predicted': '0.8–1.25×', 'verdict': within(r, *DIRECTION_CONTROLS['other'])}
+                     {**at, 'test': 'control', 'direction': m, 'against': 'dpsgd', 'ratio': r, 'predicted': predicted['other'], 'verdict': within(r, *DIRECTION_CONTROLS['other'])}
                      for m, r in ratios.items()]
     return pd.DataFrame(rows, columns=[*DIRECTION_KEYS, 'C', 'epsilon', 'test', 'direction', 'against', 'ratio', 'predicted', 'verdict'])
 
@@ -534,7 +534,6 @@ def direction_summary(v:pd.DataFrame, # from `direction_verdicts`
     "What the second diagnostic says, in Markdown, every number read from `v`."
     if v.empty: return 'No start has a finished DP-SGD run yet: no verdict.'
     cell = lambda r: f"{r.strategy}, C {fmt_key(r.C)}, ε {fmt_key(r.epsilon)}, seed {r.seed}"
-    rng = lambda s: f"{s.min():.2f}" if f"{s.min():.2f}" == f"{s.max():.2f}" else f"{s.min():.2f}–{s.max():.2f}"
     a = '; '.join(f"**{r.verdict}** ({r.strategy}, seed {r.seed}: inside V the loss curves {r.ratio:.3g}× as much as along isotropic directions)"
                   for r in v[v.test == 'D3a'].itertuples())
     d3b = v[v.test == 'D3b']
@@ -542,8 +541,8 @@ def direction_summary(v:pd.DataFrame, # from `direction_verdicts`
                   for _, g in d3b.groupby(['C', 'epsilon', 'seed'])) or 'no cell has DP-SGD and both projection methods yet'
     c, dp = v[v.test == 'control'], v[(v.test == 'control') & (v.direction == 'dpsgd')]
     others = c[c.direction != 'dpsgd']
-    ctrl = f"DP-SGD's own move {rng(dp.ratio)}× the isotropic mean (predicted 0.5–2×: {', '.join(sorted(set(dp.verdict)))})"
-    if len(others): ctrl += f"; Feature DP and MaskDP {rng(others.ratio)}× DP-SGD's (predicted 0.8–1.25×: {', '.join(sorted(set(others.verdict)))})"
+    ctrl = f"DP-SGD's own move {value_range(dp.ratio)}× the isotropic mean (predicted {dp.predicted.iloc[0]}: {', '.join(sorted(set(dp.verdict)))})"
+    if len(others): ctrl += f"; Feature DP and MaskDP {value_range(others.ratio)}× DP-SGD's (predicted {others.predicted.iloc[0]}: {', '.join(sorted(set(others.verdict)))})"
     return f"By the plan's rule: D3a {a}. D3b: {b}. Controls: {ctrl}."
 
 # %% ../nbs/15_update_probe.ipynb #d67730d9
