@@ -29,13 +29,14 @@ from .report.figures import NAMED_PALETTE, save_figure
 
 # %% auto #0
 __all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'UPDATE_MODELS', 'UPDATE_KEYS', 'MOVEMENT_KEYS', 'PROJECTIONS', 'DIRECTION_KEYS',
-           'DIRECTION_CONTROLS', 'clean_gradient', 'UpdateProbe', 'probe_inputs', 'probe_run', 'probe_summary',
-           'probe_figure', 'spread', 'probe_markdown', 'probe_files', 'write_probe', 'layer_of', 'update_sizes',
-           'update_size_run', 'update_size_summary', 'write_update_sizes', 'adam_consistency', 'start_parameters',
-           'run_move', 'run_movement', 'noise_consistency', 'finished_runs', 'movement_table', 'movement_verdicts',
-           'value_range', 'movement_summary', 'movement_markdown', 'public_model_label', 'write_movement',
-           'persons_batch', 'validation_loss', 'curvature', 'reference_directions', 'direction_inputs',
-           'direction_table', 'direction_verdicts', 'direction_summary', 'direction_markdown', 'write_directions']
+           'DIRECTION_CONTROLS', 'SPLIT_READINGS', 'clean_gradient', 'UpdateProbe', 'probe_inputs', 'probe_run',
+           'probe_summary', 'probe_figure', 'spread', 'probe_markdown', 'probe_files', 'write_probe', 'layer_of',
+           'update_sizes', 'update_size_run', 'update_size_summary', 'write_update_sizes', 'adam_consistency',
+           'start_parameters', 'run_move', 'run_movement', 'noise_consistency', 'finished_runs', 'movement_table',
+           'movement_verdicts', 'value_range', 'movement_summary', 'movement_markdown', 'public_model_label',
+           'write_movement', 'persons_batch', 'validation_loss', 'curvature', 'reference_directions', 'move_split',
+           'direction_inputs', 'direction_table', 'direction_verdicts', 'direction_summary', 'split_reading',
+           'direction_split', 'split_summary', 'direction_markdown', 'split_markdown', 'write_directions']
 
 # %% ../nbs/15_update_probe.ipynb #a3c9637d
 def clean_gradient(model, # the pose model, in the mode the run trains it in
@@ -456,6 +457,21 @@ def reference_directions(n:int, # trained coordinates
     return {'isotropic': [unit(torch.randn(n, generator=gen(s), dtype=torch.float64)) for s in range(draws)],
             'public subspace': [unit(V.double() @ torch.randn(V.shape[1], generator=gen(s), dtype=torch.float64)) for s in range(draws)]}
 
+# %% ../nbs/15_update_probe.ipynb #4a757c5d
+def move_split(model, # a pose model, at the point θ_s
+               params:list, # its trained parameters, in order
+               move:torch.Tensor, # a run's θ_end − θ_start (flat)
+               V:torch.Tensor, # (n, k) orthonormal basis of the public subspace
+               rho:float, # how far to move either way
+               batch:tuple, # from `persons_batch`
+               at_start:float=None, # L(θ_s) if known (None: computed)
+              )->dict:
+    "The move's share inside V (‖V Vᵀd‖² / ‖d‖²) and the `curvature` along its part inside V and its part outside, each at `rho`."
+    d = move.double()
+    inside = V.double() @ (V.double().T @ d)
+    bend = lambda u: curvature(model, params, u, rho, batch, at_start)['curvature'] if u.norm() > 1e-9 * d.norm() else np.nan
+    return {'share_in_v': float(inside.norm() ** 2 / d.norm() ** 2), 'curvature_in_v': bend(inside), 'curvature_outside_v': bend(d - inside)}
+
 # %% ../nbs/15_update_probe.ipynb #9e765ccd
 DIRECTION_KEYS = ['preset', 'dataset', 'strategy', 'seed'] # runs alike in these start from one model
 
@@ -478,7 +494,7 @@ def direction_table(runs:Path, # a folder of run folders
                     draws:int=3, # isotropic and in-V directions of each start
                     data:Path=None, # the dataset folder the runs read (None: the preset's synthetic data)
                    )->pd.DataFrame:
-    "`curvature` at each start along every finished private run's move and `reference_directions`, at the median distance of that start's DP-SGD runs; each move's cosine with DP-SGD's of its cell."
+    "`curvature` at each start along every finished private run's move (and its `move_split`) and `reference_directions`, at the median distance of that start's DP-SGD runs; each move's cosine with DP-SGD's of its cell."
     moves = {}
     for name, path, c in finished_runs(runs):
         if c['meta']['params']['method'] == 'nonprivate': continue
@@ -496,7 +512,7 @@ def direction_table(runs:Path, # a folder of run folders
             rows.append({'kind': kind, 'run': name, **dict(zip(DIRECTION_KEYS, key)), 'method': p.get('method', ''), 'C': p.get('C', np.nan),
                          'epsilon': p.get('epsilon', np.nan), 'distance': float(d.norm()) if p else np.nan, 'rho': rho, 'at_start': at_start,
                          'cos_dpsgd': cosine(d, base[p['C'], p['epsilon']]) if (p.get('C'), p.get('epsilon')) in base else np.nan,
-                         **curvature(model, params, d, rho, batch, at_start)})
+                         **curvature(model, params, d, rho, batch, at_start), **(move_split(model, params, d, V, rho, batch, at_start) if p else {})})
     if not rows: raise ValueError(f"No finished DP-SGD run under {runs}: the directions are compared at the distance DP-SGD's runs travelled.")
     return pd.DataFrame(rows)
 
@@ -545,6 +561,49 @@ def direction_summary(v:pd.DataFrame, # from `direction_verdicts`
     if len(others): ctrl += f"; Feature DP and MaskDP {value_range(others.ratio)}× DP-SGD's (predicted {others.predicted.iloc[0]}: {', '.join(sorted(set(others.verdict)))})"
     return f"By the plan's rule: D3a {a}. D3b: {b}. Controls: {ctrl}."
 
+# %% ../nbs/15_update_probe.ipynb #3988e6e7
+SPLIT_READINGS = {'outside': (.5, 2.), 'explained': .5, 'mix': (.5, 2.)} # the addendum's thresholds: κ_⊥ over κ_iso, s·κ_V over the excess, the mix over κ(d)
+
+def split_reading(outside:float, # κ_⊥ over the isotropic mean
+                  explained:float, # s·κ_V over the excess κ(d) − κ_iso (NaN: no excess)
+                  mix:float, # the quadratic mix over the measured κ(d)
+                 )->str:
+    "The addendum's reading of one run's split."
+    (mlo, mhi), (olo, ohi) = SPLIT_READINGS['mix'], SPLIT_READINGS['outside']
+    if not mlo <= mix <= mhi: return 'not decided (not quadratic)'
+    if np.isnan(explained): return 'no excess'
+    if olo <= outside <= ohi and explained >= SPLIT_READINGS['explained']: return 'accounts for it'
+    return 'does not' if outside > ohi else 'not decided'
+
+def direction_split(t:pd.DataFrame, # from `direction_table`
+                   )->pd.DataFrame:
+    "Per run: its move's share inside V, κ_V and κ_⊥ over κ_iso, the quadratic mix over κ(d), the part of the excess s·κ_V makes, the share over DP-SGD's, and the reading."
+    rows = []
+    for key, g in t.groupby(DIRECTION_KEYS):
+        iso, runs = g[g.kind == 'isotropic'].curvature.mean(), g[g.kind == 'run']
+        dpsgd = {(r.C, r.epsilon): r.share_in_v for r in runs[runs.method == 'dpsgd'].itertuples()}
+        for r in runs.itertuples():
+            mix = r.share_in_v * r.curvature_in_v + (1 - r.share_in_v) * np.nan_to_num(r.curvature_outside_v)
+            excess = r.curvature - iso
+            row = {**dict(zip(DIRECTION_KEYS, key)), 'method': r.method, 'C': r.C, 'epsilon': r.epsilon, 'share_in_v': r.share_in_v,
+                   'share_over_dpsgd': r.share_in_v / dpsgd[r.C, r.epsilon] if (r.C, r.epsilon) in dpsgd else np.nan,
+                   'in_v': r.curvature_in_v / iso, 'outside_v': r.curvature_outside_v / iso, 'mix': mix / r.curvature,
+                   'explained': r.share_in_v * r.curvature_in_v / excess if excess > 0 else np.nan}
+            rows.append({**row, 'reading': split_reading(row['outside_v'], row['explained'], row['mix'])})
+    return pd.DataFrame(rows)
+
+# %% ../nbs/15_update_probe.ipynb #295f857c
+def split_summary(s:pd.DataFrame, # from `direction_split`
+                 )->str:
+    "What the exploratory look says per method, in Markdown, every number read from `s`."
+    if s.empty: return 'No run measured yet.'
+    def method(m, g):
+        readings = ', '.join(f"{k}: {n}" for k, n in g.reading.value_counts().items())
+        over = '' if m == 'dpsgd' else f", {value_range(g.share_over_dpsgd, '{:.3g}')}× DP-SGD's share at its cells"
+        return (f"{METHOD_NAMES[m]} ({len(g)} run{'s' * (len(g) > 1)}): {value_range(100 * g.share_in_v, '{:.3g}')} % of the move inside V{over}; "
+                f"outside V it bends the loss {value_range(g.outside_v, '{:.3g}')}× κ_iso; s·κ_V is {value_range(100 * g.explained, '{:.0f}')} % of the excess; readings {readings}")
+    return '; '.join(method(m, g) for m, g in s.groupby('method', sort=False)) + '.'
+
 # %% ../nbs/15_update_probe.ipynb #d67730d9
 def direction_markdown(v:pd.DataFrame, # from `direction_verdicts`
                       )->str:
@@ -556,13 +615,24 @@ def direction_markdown(v:pd.DataFrame, # from `direction_verdicts`
                           'predicted': v.predicted, 'verdict': v.verdict})
     return markdown_table(cells)
 
+def split_markdown(s:pd.DataFrame, # from `direction_split`
+                  )->str:
+    "The exploratory look as Markdown: the paper's method names, shares in per cent, ratios to three figures."
+    ratio = lambda c: s[c].map(lambda x: '–' if pd.isna(x) else f'{x:.3g}×')
+    cells = pd.DataFrame({'strategy': s.strategy, 'C': s.C.map(fmt_key), 'ε': s.epsilon.map(fmt_key), 'seed': s.seed.astype(str),
+                          'method': s.method.map(METHOD_NAMES), 'share in V': s.share_in_v.map(lambda x: f'{100 * x:.3g} %'),
+                          'over DP-SGD': ratio('share_over_dpsgd'), 'κ_V / κ_iso': ratio('in_v'), 'κ_⊥ / κ_iso': ratio('outside_v'),
+                          'mix / κ(d)': ratio('mix'), 's·κ_V / excess': s.explained.map(lambda x: '–' if pd.isna(x) else f'{100 * x:.0f} %'),
+                          'reading': s.reading})
+    return markdown_table(cells)
+
 def write_directions(out:Path, # report folder
                      runs:Path, # a folder of run folders
                      pretrained:Path, # the public model they started from
                      draws:int=3, # reference directions of each kind
                      data:Path=None, # the dataset folder the runs read (None: the preset's synthetic data)
                     )->list:
-    "`directions.csv` and `direction_verdicts.csv` / `.md` in `out`; return the paths."
+    "`directions.csv`, `direction_verdicts.csv` / `.md` and `direction_split.csv` / `.md` in `out`; return the paths."
     out, t = Path(out), direction_table(runs, pretrained, draws, data)
     out.mkdir(parents=True, exist_ok=True)
     about = (f"How sharply the validation persons' SimCC loss curves at {public_model_label(pretrained)} along each finished private run's move and "
@@ -571,4 +641,8 @@ def write_directions(out:Path, # report folder
     (out/'directions.csv').write_text(f"# {about}\n" + t.to_csv(index=False))
     about_v = (f"{about}; the Human-Art plan's second diagnostic (addendum of 2026-11-29, 08:47 UTC): D3a in-V over isotropic, D3b each projection "
                "method over DP-SGD (supported at ≥ 2×, contradicted at ≤ 1.25×, mixed between), and its controls")
-    return [out/'directions.csv', *write_table(direction_verdicts(t), about_v, 'direction_verdicts', out, direction_markdown)]
+    about_s = (f"{about}; an exploratory look the Human-Art plan added after D3 (addendum of 2026-11-29, 11:30 UTC; it decides nothing): each move's "
+               "share inside the start's V, the curvature along its parts inside V (κ_V) and outside (κ_⊥) over the isotropic mean κ_iso, the quadratic "
+               "mix s·κ_V + (1 − s)·κ_⊥ over κ(d), and the part of the excess κ(d) − κ_iso that s·κ_V makes")
+    return [out/'directions.csv', *write_table(direction_verdicts(t), about_v, 'direction_verdicts', out, direction_markdown),
+            *write_table(direction_split(t), about_s, 'direction_split', out, split_markdown)]
