@@ -618,12 +618,11 @@ def direction_markdown(v:pd.DataFrame, # from `direction_verdicts`
 def split_markdown(s:pd.DataFrame, # from `direction_split`
                   )->str:
     "The exploratory look as Markdown: the paper's method names, shares in per cent, ratios to three figures."
-    ratio = lambda c: s[c].map(lambda x: '–' if pd.isna(x) else f'{x:.3g}×')
+    shown = lambda v, fmt='{:.3g}×': v.map(lambda x: '–' if pd.isna(x) else fmt.format(x))
     cells = pd.DataFrame({'strategy': s.strategy, 'C': s.C.map(fmt_key), 'ε': s.epsilon.map(fmt_key), 'seed': s.seed.astype(str),
-                          'method': s.method.map(METHOD_NAMES), 'share in V': s.share_in_v.map(lambda x: f'{100 * x:.3g} %'),
-                          'over DP-SGD': ratio('share_over_dpsgd'), 'κ_V / κ_iso': ratio('in_v'), 'κ_⊥ / κ_iso': ratio('outside_v'),
-                          'mix / κ(d)': ratio('mix'), 's·κ_V / excess': s.explained.map(lambda x: '–' if pd.isna(x) else f'{100 * x:.0f} %'),
-                          'reading': s.reading})
+                          'method': s.method.map(METHOD_NAMES), 'share in V': shown(100 * s.share_in_v, '{:.3g} %'),
+                          'over DP-SGD': shown(s.share_over_dpsgd), 'κ_V / κ_iso': shown(s.in_v), 'κ_⊥ / κ_iso': shown(s.outside_v),
+                          'mix / κ(d)': shown(s.mix), 's·κ_V / excess': shown(100 * s.explained, '{:.0f} %'), 'reading': s.reading})
     return markdown_table(cells)
 
 def write_directions(out:Path, # report folder
