@@ -29,14 +29,16 @@ from .report.figures import NAMED_PALETTE, save_figure
 
 # %% auto #0
 __all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'UPDATE_MODELS', 'UPDATE_KEYS', 'MOVEMENT_KEYS', 'PROJECTIONS', 'DIRECTION_KEYS',
-           'DIRECTION_CONTROLS', 'SPLIT_READINGS', 'clean_gradient', 'UpdateProbe', 'probe_inputs', 'probe_run',
-           'probe_summary', 'probe_figure', 'spread', 'probe_markdown', 'probe_files', 'write_probe', 'layer_of',
-           'update_sizes', 'update_size_run', 'update_size_summary', 'write_update_sizes', 'adam_consistency',
-           'start_parameters', 'run_move', 'run_movement', 'noise_consistency', 'finished_runs', 'movement_table',
-           'movement_verdicts', 'value_range', 'movement_summary', 'movement_markdown', 'public_model_label',
-           'write_movement', 'persons_batch', 'validation_loss', 'curvature', 'reference_directions', 'move_split',
+           'DIRECTION_CONTROLS', 'SPLIT_READINGS', 'DRIFT_READINGS', 'DRIFT_COLUMNS', 'clean_gradient', 'UpdateProbe',
+           'probe_inputs', 'probe_run', 'probe_summary', 'probe_figure', 'spread', 'probe_markdown', 'probe_files',
+           'write_probe', 'layer_of', 'update_sizes', 'update_size_run', 'update_size_summary', 'write_update_sizes',
+           'adam_consistency', 'start_parameters', 'run_move', 'run_movement', 'noise_consistency', 'finished_runs',
+           'movement_table', 'movement_verdicts', 'value_range', 'movement_summary', 'movement_markdown',
+           'public_model_label', 'write_movement', 'persons_batch', 'validation_loss', 'curvature',
+           'reference_directions', 'move_split', 'subspace_overlap', 'adam_divisor', 'subspace_drift',
            'direction_inputs', 'direction_table', 'direction_verdicts', 'direction_summary', 'split_reading',
-           'direction_split', 'split_summary', 'direction_markdown', 'split_markdown', 'write_directions']
+           'direction_split', 'split_summary', 'drift_reading', 'direction_drift', 'drift_summary',
+           'direction_markdown', 'shown', 'split_markdown', 'drift_markdown', 'write_directions']
 
 # %% ../nbs/15_update_probe.ipynb #a3c9637d
 def clean_gradient(model, # the pose model, in the mode the run trains it in
@@ -472,6 +474,39 @@ def move_split(model, # a pose model, at the point θ_s
     bend = lambda u: curvature(model, params, u, rho, batch, at_start)['curvature'] if u.norm() > 1e-9 * d.norm() else np.nan
     return {'share_in_v': float(inside.norm() ** 2 / d.norm() ** 2), 'curvature_in_v': bend(inside), 'curvature_outside_v': bend(d - inside)}
 
+# %% ../nbs/15_update_probe.ipynb #44c19d5c
+def subspace_overlap(A:torch.Tensor, # (n, k) orthonormal basis
+                     B:torch.Tensor, # (n, k) orthonormal basis of another subspace
+                    )->float:
+    "‖AᵀB‖²_F / k: 1 for the same subspace, 0 for orthogonal ones, about k/n for two random ones."
+    return float((A.double().T @ B.double()).norm() ** 2 / A.shape[1])
+
+# %% ../nbs/15_update_probe.ipynb #b26891ca
+def adam_divisor(opt:dict, # AdamW's `state_dict()` with one parameter group (a run's checkpoint keeps it as 'opt')
+                )->torch.Tensor:
+    "√v̂ + ε per coordinate, flat and float64: the root of AdamW's bias-corrected second moment plus its eps."
+    state, group = opt['state'], opt['param_groups'][0]
+    v = flat([state[i]['exp_avg_sq'] for i in range(len(state))]).double() / (1 - group['betas'][1] ** float(state[0]['step']))
+    return v.sqrt() + group['eps']
+
+# %% ../nbs/15_update_probe.ipynb #4e9b8cba
+def subspace_drift(model, # a pose model, at the point θ_s
+                   params:list, # its trained parameters, in order
+                   move:torch.Tensor, # a run's θ_end − θ_start (flat)
+                   V:torch.Tensor, # (n, k) orthonormal basis of the public subspace at θ_s
+                   public:tuple, # the public persons V was fitted to (`persons_batch`)
+                   divisor:torch.Tensor, # AdamW's √v̂ + ε at the run's end (`adam_divisor`)
+                  )->dict:
+    "V refitted at θ_s + `move` (V_end): its `subspace_overlap` with V, the move's share in V_end, and the unscaled move's (`divisor` ⊙ d) shares in V and V_end; the weights are put back."
+    start, d = flat(params).detach().clone(), move.double()
+    try:
+        vector_to_parameters((start.double() + d).to(start.dtype), params)
+        V_end = PublicSubspace(V.shape[1]).fit(public_gradients(model.train(), *public)).V
+    finally: vector_to_parameters(start, params)
+    share = lambda B, x: float((B.double().T @ x).norm() ** 2 / x.norm() ** 2)
+    g = divisor.double() * d
+    return {'overlap': subspace_overlap(V, V_end), 'share_in_v_end': share(V_end, d), 'unscaled_share_in_v': share(V, g), 'unscaled_share_in_v_end': share(V_end, g)}
+
 # %% ../nbs/15_update_probe.ipynb #9e765ccd
 DIRECTION_KEYS = ['preset', 'dataset', 'strategy', 'seed'] # runs alike in these start from one model
 
@@ -479,40 +514,41 @@ def direction_inputs(p:dict, # a run's settings, as its checkpoint keeps them (`
                      pretrained:Path, # the public model its runs start from
                      data:Path=None, # the dataset folder the runs read (None: the preset's synthetic data; a checkpoint does not keep it)
                     )->tuple:
-    "(start model, its trained parameters, the validation persons' batch, V): V spans the top-k public per-sample gradients at the start."
+    "(start model, its trained parameters, the validation and public persons' batches, V): V spans the top-k public per-sample gradients at the start."
     p = run_params(**{**p, 'data': data})
     cfg = replace(STUDY_PRESETS[p['preset']].train, seed=p['seed'])
     splits = run_data(p, data_root(p))
     model = initial_model(p['strategy'], cfg, Path(pretrained), joints=len(splits.valid[0].layout), head_init=p['head_init'])
     valid, public = PoseDataset(splits.valid, cfg.input_size), PoseDataset(splits.public, cfg.input_size)
     preload_crops(model, valid, public)
-    V = PublicSubspace(p['k']).fit(public_gradients(model.train(), *persons_batch(public, model.head.k))).V
-    return model, [w for w in model.parameters() if w.requires_grad], persons_batch(valid, model.head.k), V
+    public = persons_batch(public, model.head.k)
+    V = PublicSubspace(p['k']).fit(public_gradients(model.train(), *public)).V
+    return model, [w for w in model.parameters() if w.requires_grad], persons_batch(valid, model.head.k), public, V
 
 def direction_table(runs:Path, # a folder of run folders
                     pretrained:Path, # the public model they started from
                     draws:int=3, # isotropic and in-V directions of each start
                     data:Path=None, # the dataset folder the runs read (None: the preset's synthetic data)
                    )->pd.DataFrame:
-    "`curvature` at each start along every finished private run's move (and its `move_split`) and `reference_directions`, at the median distance of that start's DP-SGD runs; each move's cosine with DP-SGD's of its cell."
+    "`curvature` at each start along every finished private run's move (with its `move_split` and `subspace_drift`) and `reference_directions`, at the median distance of that start's DP-SGD runs; each move's cosine with DP-SGD's of its cell."
     moves = {}
     for name, path, c in finished_runs(runs):
         if c['meta']['params']['method'] == 'nonprivate': continue
-        _, p, start, end = run_move(path, pretrained, c)
-        moves.setdefault(tuple(p[k] for k in DIRECTION_KEYS), []).append((name, p, end - start))
+        ck, p, start, end = run_move(path, pretrained, c)
+        moves.setdefault(tuple(p[k] for k in DIRECTION_KEYS), []).append((name, p, end - start, adam_divisor(ck['opt'])))
     rows = []
     for key, group in moves.items():
-        base = {(p['C'], p['epsilon']): d for _, p, d in group if p['method'] == 'dpsgd'}  # DP-SGD's move at each cell
+        base = {(p['C'], p['epsilon']): d for _, p, d, _ in group if p['method'] == 'dpsgd'}  # DP-SGD's move at each cell
         if not base: continue
-        model, params, batch, V = direction_inputs(group[0][1], pretrained, data)
+        model, params, batch, public, V = direction_inputs(group[0][1], pretrained, data)
         at_start, rho = validation_loss(model, batch), float(np.median([float(d.norm()) for d in base.values()]))
-        refs = [(kind, f'{kind} {i}', {}, d) for kind, ds in reference_directions(len(flat(params)), V, draws).items() for i, d in enumerate(ds)]
+        refs = [(kind, f'{kind} {i}', {}, d, None) for kind, ds in reference_directions(len(flat(params)), V, draws).items() for i, d in enumerate(ds)]
         cosine = lambda a, b: float(a @ b / (a.norm() * b.norm()))
-        for kind, name, p, d in [('run', *g) for g in group] + refs:
+        for kind, name, p, d, divisor in [('run', *g) for g in group] + refs:
             rows.append({'kind': kind, 'run': name, **dict(zip(DIRECTION_KEYS, key)), 'method': p.get('method', ''), 'C': p.get('C', np.nan),
                          'epsilon': p.get('epsilon', np.nan), 'distance': float(d.norm()) if p else np.nan, 'rho': rho, 'at_start': at_start,
                          'cos_dpsgd': cosine(d, base[p['C'], p['epsilon']]) if (p.get('C'), p.get('epsilon')) in base else np.nan,
-                         **curvature(model, params, d, rho, batch, at_start), **(move_split(model, params, d, V, rho, batch, at_start) if p else {})})
+                         **curvature(model, params, d, rho, batch, at_start), **(move_split(model, params, d, V, rho, batch, at_start) | subspace_drift(model, params, d, V, public, divisor) if p else {})})
     if not rows: raise ValueError(f"No finished DP-SGD run under {runs}: the directions are compared at the distance DP-SGD's runs travelled.")
     return pd.DataFrame(rows)
 
@@ -604,6 +640,42 @@ def split_summary(s:pd.DataFrame, # from `direction_split`
                 f"outside V it bends the loss {value_range(g.outside_v, '{:.3g}')}× κ_iso; s·κ_V is {value_range(100 * g.explained, '{:.0f}')} % of the excess; readings {readings}")
     return '; '.join(method(m, g) for m, g in s.groupby('method', sort=False)) + '.'
 
+# %% ../nbs/15_update_probe.ipynb #f17161ae
+DRIFT_READINGS = {'drifted': .5, 'stayed': .9, 'accounts': .5, 'gain': 2.} # the addendum's thresholds: V's overlap (drifted under, stayed at or over), the unscaled move's share in V (accounts at or over), and over the move's (does not under)
+
+def drift_reading(overlap:float, # V's `subspace_overlap` with V_end
+                  share:float, # the move's share in the start's V
+                  unscaled:float, # the unscaled move's share in the start's V
+                 )->tuple:
+    "The addendum's readings of one projection run: (V, AdamW's scaling, the reading left)."
+    v = 'drifted' if overlap < DRIFT_READINGS['drifted'] else 'stayed' if overlap >= DRIFT_READINGS['stayed'] else 'partly'
+    adamw = 'accounts for it' if unscaled >= DRIFT_READINGS['accounts'] else 'does not' if unscaled < DRIFT_READINGS['gain'] * share else 'partly'
+    if adamw == 'accounts for it': return v, adamw, "AdamW's scaling"
+    return v, adamw, {'drifted': "V's drift", 'stayed': 'neither'}.get(v, 'not decided') if adamw == 'does not' else 'not decided'
+
+DRIFT_COLUMNS = ['overlap', 'share_in_v', 'share_in_v_end', 'unscaled_share_in_v', 'unscaled_share_in_v_end']
+
+def direction_drift(t:pd.DataFrame, # from `direction_table`
+                   )->pd.DataFrame:
+    "Per run: V's overlap with V_end, the move's and the unscaled move's shares in each, and the readings ('control' for a method that does not project)."
+    runs = t[t.kind == 'run'].reset_index(drop=True)
+    readings = [drift_reading(r.overlap, r.share_in_v, r.unscaled_share_in_v) if r.method in PROJECTIONS else ('control',) * 3 for r in runs.itertuples()]
+    return pd.concat([runs[DIRECTION_KEYS + ['method', 'C', 'epsilon'] + DRIFT_COLUMNS], pd.DataFrame(readings, columns=['v', 'adamw', 'reading'])], axis=1)
+
+# %% ../nbs/15_update_probe.ipynb #15e8f7c7
+def drift_summary(s:pd.DataFrame, # from `direction_drift`
+                 )->str:
+    "What the second look says per method, in Markdown, every number read from `s`."
+    if s.empty: return 'No run measured yet.'
+    pct = lambda v: value_range(100 * v, '{:.3g}')
+    def method(m, g):
+        counts = lambda c: ', '.join(f"{k} {n}" for k, n in g[c].value_counts().items())
+        read = f"; V: {counts('v')}; AdamW's scaling: {counts('adamw')}; the reading left: {counts('reading')}" if m in PROJECTIONS else ''
+        return (f"{METHOD_NAMES[m]} ({len(g)} run{'s' * (len(g) > 1)}): V refitted at the end overlaps the start's by {value_range(g.overlap, '{:.3g}')}; "
+                f"{pct(g.share_in_v)} % of the move lies in the start's V and {pct(g.share_in_v_end)} % in the end's; unscaled, "
+                f"{pct(g.unscaled_share_in_v)} % and {pct(g.unscaled_share_in_v_end)} %{read}")
+    return '; '.join(method(m, g) for m, g in s.groupby('method', sort=False)) + '.'
+
 # %% ../nbs/15_update_probe.ipynb #d67730d9
 def direction_markdown(v:pd.DataFrame, # from `direction_verdicts`
                       )->str:
@@ -615,14 +687,29 @@ def direction_markdown(v:pd.DataFrame, # from `direction_verdicts`
                           'predicted': v.predicted, 'verdict': v.verdict})
     return markdown_table(cells)
 
+def shown(v:pd.Series, # numbers, some missing
+          fmt:str='{:.3g}×', # how one is written
+         )->pd.Series:
+    "Each number of `v` written by `fmt`, '–' where it is missing."
+    return v.map(lambda x: '–' if pd.isna(x) else fmt.format(x))
+
 def split_markdown(s:pd.DataFrame, # from `direction_split`
                   )->str:
     "The exploratory look as Markdown: the paper's method names, shares in per cent, ratios to three figures."
-    shown = lambda v, fmt='{:.3g}×': v.map(lambda x: '–' if pd.isna(x) else fmt.format(x))
     cells = pd.DataFrame({'strategy': s.strategy, 'C': s.C.map(fmt_key), 'ε': s.epsilon.map(fmt_key), 'seed': s.seed.astype(str),
                           'method': s.method.map(METHOD_NAMES), 'share in V': shown(100 * s.share_in_v, '{:.3g} %'),
                           'over DP-SGD': shown(s.share_over_dpsgd), 'κ_V / κ_iso': shown(s.in_v), 'κ_⊥ / κ_iso': shown(s.outside_v),
                           'mix / κ(d)': shown(s.mix), 's·κ_V / excess': shown(100 * s.explained, '{:.0f} %'), 'reading': s.reading})
+    return markdown_table(cells)
+
+def drift_markdown(s:pd.DataFrame, # from `direction_drift`
+                  )->str:
+    "The second look as Markdown: the paper's method names, overlaps to three figures, shares in per cent."
+    pct = lambda v: shown(100 * v, '{:.3g} %')
+    cells = pd.DataFrame({'strategy': s.strategy, 'C': s.C.map(fmt_key), 'ε': s.epsilon.map(fmt_key), 'seed': s.seed.astype(str),
+                          'method': s.method.map(METHOD_NAMES), 'overlap of V, V_end': shown(s.overlap, '{:.3g}'), 'in V': pct(s.share_in_v),
+                          'in V_end': pct(s.share_in_v_end), 'unscaled, in V': pct(s.unscaled_share_in_v), 'unscaled, in V_end': pct(s.unscaled_share_in_v_end),
+                          'V': s.v, "AdamW's scaling": s.adamw, 'reading left': s.reading})
     return markdown_table(cells)
 
 def write_directions(out:Path, # report folder
@@ -631,7 +718,7 @@ def write_directions(out:Path, # report folder
                      draws:int=3, # reference directions of each kind
                      data:Path=None, # the dataset folder the runs read (None: the preset's synthetic data)
                     )->list:
-    "`directions.csv`, `direction_verdicts.csv` / `.md` and `direction_split.csv` / `.md` in `out`; return the paths."
+    "`directions.csv`, `direction_verdicts.csv` / `.md` , `direction_split.csv` / `.md` and `direction_drift.csv` / `.md` in `out`; return the paths."
     out, t = Path(out), direction_table(runs, pretrained, draws, data)
     out.mkdir(parents=True, exist_ok=True)
     about = (f"How sharply the validation persons' SimCC loss curves at {public_model_label(pretrained)} along each finished private run's move and "
@@ -643,5 +730,9 @@ def write_directions(out:Path, # report folder
     about_s = (f"{about}; an exploratory look the Human-Art plan added after D3 (addendum of 2026-11-29, 11:30 UTC; it decides nothing): each move's "
                "share inside the start's V, the curvature along its parts inside V (κ_V) and outside (κ_⊥) over the isotropic mean κ_iso, the quadratic "
                "mix s·κ_V + (1 − s)·κ_⊥ over κ(d), and the part of the excess κ(d) − κ_iso that s·κ_V makes")
+    about_d = (f"{about}; a second exploratory look the Human-Art plan added after the split (addendum of 2026-11-29, 14:14 UTC; it decides nothing): V "
+               "refitted from the same public persons at each run's end (V_end), its overlap ‖VᵀV_end‖²_F / k with the start's V, the move's share in each, and "
+               "the shares of the move unscaled by AdamW's √v̂ + ε at the run's end (an approximation: the divisor changed along the run)")
     return [out/'directions.csv', *write_table(direction_verdicts(t), about_v, 'direction_verdicts', out, direction_markdown),
-            *write_table(direction_split(t), about_s, 'direction_split', out, split_markdown)]
+            *write_table(direction_split(t), about_s, 'direction_split', out, split_markdown),
+            *write_table(direction_drift(t), about_d, 'direction_drift', out, drift_markdown)]
