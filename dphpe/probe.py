@@ -17,12 +17,11 @@ with fastai_quietly():  # fastai's import-time warning (see `dphpe.quiet`)
     from fastai.callback.core import Callback, CancelFitException
 from .data import PoseDataset
 from .model import simcc_loss, simcc_targets, pose_model, set_strategy
-from .joints import MPII, COCO
 from .train import preload_crops, pose_batch, read_checkpoint
 from .methods import flat, PublicSubspace, PoseDPOptimizer, private_gradients, private_update, public_gradients
 from .presets import STUDY_PRESETS
 from .pretrain import public_pretraining, initial_model
-from .regime import noise_multiplier
+from .regime import noise_multiplier, JOINTS
 from .experiment import run_params, data_root, run_data, train_run, HORIZON_PERSONS
 from .report.tables import METHOD_NAMES, fmt_key, markdown_table, write_table
 from .report.figures import NAMED_PALETTE, save_figure
@@ -303,7 +302,7 @@ def run_move(checkpoint:Path, # a finished run's `checkpoint.pth` (its weights a
     ck = read_checkpoint(checkpoint, 'it is not the checkpoint of a run of this project') if ck is None else ck
     if ck['epoch'] < ck['n_epoch']: raise ValueError(f"{checkpoint} is a run cut short (epoch {ck['epoch']} of {ck['n_epoch']}); finish it first.")
     p = ck['meta']['params']
-    trained, frozen = start_parameters(Path(pretrained), p['preset'], p['strategy'], p['seed'], len(MPII if p['dataset'] == 'mpii' else COCO), p.get('head_init', 'loaded'))
+    trained, frozen = start_parameters(Path(pretrained), p['preset'], p['strategy'], p['seed'], JOINTS[p['dataset']], p.get('head_init', 'loaded'))
     state = ck['opt']['state']
     if len(state) != len(trained) or any(tuple(state[i]['exp_avg'].shape) != tuple(w.shape) for i, (_, w) in enumerate(trained)):
         raise ValueError(f"{checkpoint}: its optimizer holds {len(state)} parameters, not the {len(trained)} that strategy {p['strategy']!r} trains.")
