@@ -717,7 +717,7 @@ def write_directions(out:Path, # report folder
                      draws:int=3, # reference directions of each kind
                      data:Path=None, # the dataset folder the runs read (None: the preset's synthetic data)
                     )->list:
-    "`directions.csv`, `direction_verdicts.csv` / `.md` , `direction_split.csv` / `.md` and `direction_drift.csv` / `.md` in `out`; return the paths."
+    "`directions.csv`, `direction_verdicts.csv` / `.md`, `direction_split.csv` / `.md` and `direction_drift.csv` / `.md` in `out`; return the paths."
     out, t = Path(out), direction_table(runs, pretrained, draws, data)
     out.mkdir(parents=True, exist_ok=True)
     about = (f"How sharply the validation persons' SimCC loss curves at {public_model_label(pretrained)} along each finished private run's move and "
