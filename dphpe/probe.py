@@ -34,7 +34,7 @@ __all__ = ['PROBE_KEYS', 'OPTIMIZER_NAMES', 'UPDATE_MODELS', 'UPDATE_KEYS', 'MOV
            'adam_consistency', 'start_parameters', 'run_move', 'run_movement', 'noise_consistency', 'finished_runs',
            'movement_table', 'movement_verdicts', 'value_range', 'movement_summary', 'movement_markdown',
            'public_model_label', 'write_movement', 'persons_batch', 'validation_loss', 'curvature',
-           'reference_directions', 'move_split', 'subspace_overlap', 'adam_divisor', 'subspace_drift',
+           'reference_directions', 'share_in', 'move_split', 'subspace_overlap', 'adam_divisor', 'subspace_drift',
            'direction_inputs', 'direction_table', 'direction_verdicts', 'direction_summary', 'split_reading',
            'direction_split', 'split_summary', 'drift_reading', 'direction_drift', 'drift_summary',
            'direction_markdown', 'shown', 'split_markdown', 'drift_markdown', 'write_directions']
@@ -459,6 +459,12 @@ def reference_directions(n:int, # trained coordinates
             'public subspace': [unit(V.double() @ torch.randn(V.shape[1], generator=gen(s), dtype=torch.float64)) for s in range(draws)]}
 
 # %% ../nbs/15_update_probe.ipynb #4a757c5d
+def share_in(V:torch.Tensor, # (n, k) orthonormal basis
+             x:torch.Tensor, # flat vector of length n
+            )->float:
+    "‖Vᵀx‖² / ‖x‖²: the share of `x` inside the span of V."
+    return float((V.double().T @ x.double()).norm() ** 2 / x.double().norm() ** 2)
+
 def move_split(model, # a pose model, at the point θ_s
                params:list, # its trained parameters, in order
                move:torch.Tensor, # a run's θ_end − θ_start (flat)
@@ -471,7 +477,7 @@ def move_split(model, # a pose model, at the point θ_s
     d = move.double()
     inside = V.double() @ (V.double().T @ d)
     bend = lambda u: curvature(model, params, u, rho, batch, at_start)['curvature'] if u.norm() > 1e-9 * d.norm() else np.nan
-    return {'share_in_v': float(inside.norm() ** 2 / d.norm() ** 2), 'curvature_in_v': bend(inside), 'curvature_outside_v': bend(d - inside)}
+    return {'share_in_v': share_in(V, d), 'curvature_in_v': bend(inside), 'curvature_outside_v': bend(d - inside)}
 
 # %% ../nbs/15_update_probe.ipynb #44c19d5c
 def subspace_overlap(A:torch.Tensor, # (n, k) orthonormal basis
@@ -502,9 +508,8 @@ def subspace_drift(model, # a pose model, at the point θ_s
         vector_to_parameters((start.double() + d).to(start.dtype), params)
         V_end = PublicSubspace(V.shape[1]).fit(public_gradients(model.train(), *public)).V
     finally: vector_to_parameters(start, params)
-    share = lambda B, x: float((B.double().T @ x).norm() ** 2 / x.norm() ** 2)
     g = divisor.double() * d
-    return {'overlap': subspace_overlap(V, V_end), 'share_in_v_end': share(V_end, d), 'unscaled_share_in_v': share(V, g), 'unscaled_share_in_v_end': share(V_end, g)}
+    return {'overlap': subspace_overlap(V, V_end), 'share_in_v_end': share_in(V_end, d), 'unscaled_share_in_v': share_in(V, g), 'unscaled_share_in_v_end': share_in(V_end, g)}
 
 # %% ../nbs/15_update_probe.ipynb #9e765ccd
 DIRECTION_KEYS = ['preset', 'dataset', 'strategy', 'seed'] # runs alike in these start from one model
