@@ -203,12 +203,14 @@ def plan_writers(name:str, # a pre-registered block: 'strategies' or 'humanart'
     return plans[name]()
 
 def cmd_report(args):
-    "`dphpe report`: tables and figures from run directories."
+    "`dphpe report`: tables and figures from run directories (with --kept, beside an earlier report's tables)."
     from dphpe.report.write import write_report
+    from dphpe.report.kept import write_kept_report
     from dphpe.report.collect import collect_runs
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/args.preset)
     writers = plan_writers(args.plan) if args.plan else []  # a wrong name fails before anything is written
-    files = write_report(runs, out, df := collect_runs(runs))  # the records are read once, for the report and the plan's writers
+    df = collect_runs(runs)  # the records are read once, for the report and the plan's writers
+    files = write_kept_report(runs, args.kept, out, df) if args.kept else write_report(runs, out, df)
     if not args.no_regime: files += write_regime(runs, out)  # measures the preset's start of training: minutes
     for w in writers: files += w(df, out)
     print(f"{len(files)} files written to {out}:\n" + '\n'.join(f"  {f.name}" for f in files))
@@ -489,6 +491,8 @@ def parser()->argparse.ArgumentParser:
     rp.add_argument('--out', default=None, help='default figures/<preset>')
     rp.add_argument('--no-regime', dest='no_regime', action='store_true',
                     help="skip the regime card (a block's records whose preset's card its main report has)")
+    rp.add_argument('--kept', default=None, help="an earlier report's folder whose runs are lost: its strategies' rows are kept as it wrote "
+                    "them, the runs give the other strategies' (e.g. figures/full/finetune-grid)")
     rp.add_argument('--plan', default=None, help="also decide a pre-registered block's predictions (verdicts, misses; for humanart also start_gains: .csv/.md, and start_curves.png): strategies or humanart")
     rp.set_defaults(func=cmd_report)
     rg = sub.add_parser('regime', help="where the preset's private runs sit, beside the paper's (the regime card)")

@@ -16,7 +16,7 @@ from .paper import paper_rows, summary_grid, summary_baselines
 __all__ = ['ORDERING_METRIC', 'PAIRS', 'GAP_PAIRS', 'GAP_COLUMNS', 'verdict', 'Claim', 'mean_lookup', 'paper_lookup',
            'claim_rows', 'claims', 'dp_claims', 'baseline_claims', 'claim_checks', 'seed_lookups', 'seed_checks',
            'seeds_held', 'ordering_columns', 'orderings', 'blocks_held', 'ordering_overview', 'claim_gaps', 'pair_gaps',
-           'gaps_markdown', 'at_a_glance', 'scores_named', 'summary_markdown']
+           'gaps_markdown', 'at_a_glance', 'scores_named', 'summary_sections', 'summary_markdown']
 
 # %% ../../nbs/12e_claims.ipynb #d849e2f6
 def _diffs(x, y)->list:
@@ -255,19 +255,24 @@ def scores_named(df:pd.DataFrame)->str:
     "The scores the summary reads, per dataset in `df`: 'Mean PCKh@0.5 on MPII', 'OKS AP on Human-Art' or both."
     return '; '.join(f"{ORDERING_METRIC[d][2]} on {n}" for d, n in (('mpii', 'MPII'), ('humanart', 'Human-Art')) if (df.dataset == d).any())
 
+def summary_sections(df:pd.DataFrame)->list:
+    "[(heading, Markdown table)] of `summary.md`, each where it has rows: the finetune grid, the baselines, the orderings at a glance and block by block."
+    blocks = "a block is a strategy and C; for the C claims, a strategy"
+    return [(title, markdown_table(t if 'claim' in t else format_table(t))) for title, t in (
+                ('Finetune, every method × C × ε run', summary_grid(df)),
+                ('Non-private baselines (Table 1 Mean)', summary_baselines(df)),
+                (f"The paper's orderings at a glance: in how many blocks each holds ({blocks}), and the mean gap in points of "
+                 "Mean PCKh@0.5 (ours: mean ± std over seeds of each seed's gap)", at_a_glance(df)),
+                ("The paper's orderings on Human-Art at a glance (gaps in points of OKS AP)", at_a_glance(df, 'humanart')),
+                ("The paper's orderings, block by block, checked on both", orderings(df)),
+                ("The paper's orderings on Human-Art, block by block", orderings(df, 'humanart'))) if len(t)]
+
 def summary_markdown(df:pd.DataFrame)->str:
     "`summary.md`: finetune grid and baselines beside the paper's real-MPII Mean, and the paper's orderings checked."
     parts = [f"# Summary — {data_label(df)}",
              f"{scores_named(df)}. Columns say where each number comes from: measured here on this report's runs, "
              "or printed in the paper (real data). Synthetic values cannot match the paper's (other images, smaller "
-             "model); compare the orderings."]
-    blocks = "a block is a strategy and C; for the C claims, a strategy"
-    for title, t in (('Finetune, every method × C × ε run', summary_grid(df)),
-                     ('Non-private baselines (Table 1 Mean)', summary_baselines(df)),
-                     (f"The paper's orderings at a glance: in how many blocks each holds ({blocks}), and the mean gap in points of "
-                      "Mean PCKh@0.5 (ours: mean ± std over seeds of each seed's gap)", at_a_glance(df)),
-                     ("The paper's orderings on Human-Art at a glance (gaps in points of OKS AP)", at_a_glance(df, 'humanart')),
-                     ("The paper's orderings, block by block, checked on both", orderings(df)),
-                     ("The paper's orderings on Human-Art, block by block", orderings(df, 'humanart'))):
-        if len(t): parts += [f'## {title}', markdown_table(t if 'claim' in t else format_table(t))]
+             "model); compare the orderings.",
+             *(f'## {heading}\n\n{table}' for heading, table in summary_sections(df))]
     return '\n\n'.join(parts) + '\n'
+
