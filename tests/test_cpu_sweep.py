@@ -100,6 +100,24 @@ def test_a_block_runs_only_from_its_public_model(tmp_path):
     res = run()  # the model is there: on to the code, which is no checkout of HEAD, so it stops there
     assert res.returncode == 1 and 'names the public model' not in res.stderr and 'is not a checkout of HEAD' in res.stderr, res.stderr
 
+def test_a_block_brings_its_public_model_to_a_new_cache(tmp_path):
+    "A block keeping its public model (public-model/) starts on a machine whose cache lacks it: copied there, checked; another file of that name stays and is refused."
+    block, cache = tmp_path/'block', tmp_path/'cache'/'pretrain'
+    (block/'public-model').mkdir(parents=True)
+    (block/'public-model'/'public.pth').write_bytes(b'the public model')
+    (block/'public-model.sha256').write_text(subprocess.run(['sha256sum', 'public.pth'], cwd=block/'public-model', capture_output=True, text=True).stdout)
+    guard = lambda: subprocess.run([str(ROOT/'.ci'/'public-model'), str(block/'records'), str(cache)], capture_output=True, text=True, timeout=60)
+    res = guard()  # a new machine: no cache at all
+    assert res.returncode == 0 and 'copied the block' in res.stderr and (cache/'public.pth').read_bytes() == b'the public model', res.stderr
+    assert guard().stderr == ''  # there now: nothing to copy
+    (cache/'public.pth').write_bytes(b'a model pretrained here')
+    res = guard()
+    assert res.returncode == 1 and 'does not hold it' in res.stderr and f"cp {block}/public-model/public.pth {cache}/" in res.stderr, res.stderr
+    assert (cache/'public.pth').read_bytes() == b'a model pretrained here'  # left alone
+    (cache/'public.pth').unlink(); (block/'public-model'/'public.pth').write_bytes(b'damaged')
+    res = guard()
+    assert res.returncode == 1 and 'is not the file' in res.stderr and not (cache/'public.pth').exists(), res.stderr
+
 def test_queue_runs_each_cores_sweeps_in_order(tmp_path):
     "`.ci/cpu-queue` starts one background queue per core; its sweeps run one after another, and a second start while it runs starts nothing."
     lanes, queue, records = tmp_path/'lanes', tmp_path/'queue', tmp_path/'block'/'records'
