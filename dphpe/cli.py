@@ -195,10 +195,10 @@ def plan_writers(name:str, # a pre-registered block: 'strategies' or 'humanart'
     "What `dphpe report --plan` adds for the block, as writers (rows of `collect_runs`, report folder) → paths: its verdicts and misses; Human-Art's gains and curves from the start too."
     from functools import partial
     from dphpe.report.strategies import predictions, write_verdicts
-    from dphpe.report.humanart import humanart_predictions, write_start_gains, write_start_curves
+    from dphpe.report.humanart import humanart_predictions, add_starts, write_start_gains, write_start_curves
     decide = lambda preds, dataset: partial(write_verdicts, preds=preds, dataset=dataset, plan=f'figures/{name}/plan.md')
     plans = {'strategies': lambda: [decide(predictions(), 'mpii')],
-             'humanart': lambda: [decide(humanart_predictions(), 'humanart'), write_start_gains, write_start_curves]}  # the start: the regime card's (the plan's addendum)
+             'humanart': lambda: [decide(humanart_predictions(), 'humanart'), add_starts, write_start_gains, write_start_curves]}  # each run's start (starts.csv), or the regime card's
     if name not in plans: raise ValueError(f"Unknown plan {name!r}; choose one of {sorted(plans)} (the blocks with pre-registered predictions).")
     return plans[name]()
 

@@ -1,7 +1,7 @@
 """The committed reports that rebuild from committed files are what the report writes from them today: the `full`
 report from its kept `finetune` grid and the strategies block's records, and the blocks' reports from their records.
 A table edited by hand, or a report not rebuilt after a record landed, fails here with the command that rebuilds it."""
-import os, warnings
+import warnings
 from pathlib import Path
 import pytest
 from dphpe.report.kept import write_kept_report

@@ -5,6 +5,7 @@
 # %% ../../nbs/12l_humanart.ipynb #716ab1bb
 from __future__ import annotations
 import json
+import numpy as np
 from pathlib import Path
 import pandas as pd
 from ..presets import HUMANART_TABLES, PAPER_METHODS
@@ -15,8 +16,9 @@ from .collect import data_label
 import matplotlib.pyplot as plt
 
 # %% auto #0
-__all__ = ['HUMANART_STEPS', 'PRIVATE_CELLS', 'EPS_STYLE', 'humanart_predictions', 'start_score', 'start_gains', 'above_start',
-           'report_start', 'write_start_gains', 'epoch_scores', 'plot_epoch_scores', 'write_start_curves']
+__all__ = ['HUMANART_STEPS', 'PRIVATE_CELLS', 'EPS_STYLE', 'humanart_predictions', 'start_score', 'each_start', 'start_gains',
+           'above_start', 'public_models', 'run_starts', 'add_starts', 'start_pairs', 'report_start',
+           'write_start_gains', 'epoch_scores', 'plot_epoch_scores', 'write_start_curves']
 
 # %% ../../nbs/12l_humanart.ipynb #1c1f1b02
 HUMANART_STEPS = (("seed 0: non-private finetune (the calibration's)", dict(seed=(0,), strategy=('finetune',), method=('nonprivate',))),
@@ -57,13 +59,22 @@ def start_score(report:Path, # the block's report folder, holding `regime.json`
     if score not in start: raise ValueError(f"{card} has no {score}: its runs are not Human-Art's (`--plan humanart` reads the Human-Art block's report).")
     return start[score]
 
+def each_start(runs:pd.DataFrame, # rows of `collect_runs` (their `name`)
+               start:float|pd.Series, # one start for every run, or {run name: its start} (`run_starts`)
+              )->pd.Series|float:
+    "The start of each of `runs`, aligned with them; a run with no start in `start` fails, naming it."
+    if not isinstance(start, pd.Series): return start
+    got = runs.name.map(start)
+    if got.isna().any(): raise ValueError(f"no start for {', '.join(runs.name[got.isna()])}: its public model is not in starts.csv (`add_starts`, run by `dphpe report --plan humanart`).")
+    return got
+
 def start_gains(df:pd.DataFrame, # rows of `collect_runs` of the block's records
-                start:float, # the start's OKS AP (`start_score`)
+                start:float|pd.Series, # the start's OKS AP (`start_score`), or each run's (`run_starts`)
                )->pd.DataFrame:
-    "Per private Human-Art cell: its seeds, and OKS AP minus `start` (mean and std over seeds)."
+    "Per private Human-Art cell: its seeds, and OKS AP minus the start (mean and std over seeds)."
     private = df[(df.dataset == 'humanart') & (df.method != 'nonprivate')]
     if private.empty: return pd.DataFrame(columns=['method', 'strategy', 'C', 'epsilon', 'seeds', 'gain', 'gain std'])
-    g = private.assign(gain=private.coco_AP - start).groupby(['method', 'strategy', 'C', 'epsilon']).gain
+    g = private.assign(gain=private.coco_AP - each_start(private, start)).groupby(['method', 'strategy', 'C', 'epsilon']).gain
     t = pd.DataFrame({'seeds': g.size(), 'gain': g.mean(), 'gain std': g.std(ddof=1)}).reset_index()
     return t.sort_values('method', key=lambda m: m.map(METHOD_ORDER.index), kind='stable', ignore_index=True)
 
@@ -74,37 +85,83 @@ def above_start(t:pd.DataFrame, # from `start_gains`
     return pd.DataFrame({'method': [METHOD_NAMES[m] for m in g.groups], 'cells': g.size().values,
                          'above the start': g.apply(lambda v: int((v > 0).sum())).values, 'mean gain': g.mean().values})
 
+# %% ../../nbs/12l_humanart.ipynb #9fba8fea
+def public_models(report:Path, # the block's report folder
+                 )->pd.DataFrame:
+    "The block's public models (`public_models.csv`): sha256, the start's OKS AP and box-PCK@0.1, and where it was made."
+    path = Path(report)/'public_models.csv'
+    if not path.exists(): raise FileNotFoundError(f"{path} is missing: a block whose runs start from more than one public model lists them there.")
+    return pd.read_csv(path, comment='#', dtype={'public_model': str})
+
+def run_starts(report:Path, # the block's report folder
+               score:str='start_ap', # 'start_ap' (OKS AP) or 'start_box_pck'
+              )->pd.Series|float:
+    "{run name: `score` of the public model it started from} from `starts.csv`; without that file, the one start of `regime.json`."
+    if not (Path(report)/'starts.csv').exists(): return start_score(report, score)
+    starts = pd.read_csv(Path(report)/'starts.csv', comment='#', dtype={'public_model': str})
+    models = public_models(report).set_index('public_model')[score]
+    if unknown := sorted(set(starts.public_model) - set(models.index)): raise ValueError(f"starts.csv names public models public_models.csv lacks: {unknown}.")
+    return starts.set_index('run').public_model.map(models)
+
+def add_starts(df:pd.DataFrame, # rows of `collect_runs` of the block's records
+               out:Path, # the block's report folder (with `public-model.sha256` and `starts.csv`)
+              )->list:
+    "Give each record of `df` that `starts.csv` lacks the public model `public-model.sha256` names; return `[starts.csv]` ([] without that file)."
+    path = Path(out)/'starts.csv'
+    if not path.exists(): return []
+    named = (Path(out)/'public-model.sha256').read_text().split()[0]
+    if named not in set(public_models(out).public_model): raise ValueError(f"public-model.sha256 names {named[:12]}…, which public_models.csv lacks: add its row (its start scores) first.")
+    starts = pd.read_csv(path, comment='#', dtype={'public_model': str})
+    new = sorted(set(df.name) - set(starts.run))
+    head = ''.join(l for l in path.read_text().splitlines(keepends=True) if l.startswith('#'))
+    rows = pd.concat([starts, pd.DataFrame({'run': new, 'public_model': named})], ignore_index=True).sort_values('run', ignore_index=True)
+    path.write_text(head + rows.to_csv(index=False))
+    return [path]
+
+# %% ../../nbs/12l_humanart.ipynb #283550da
+def start_pairs(first:pd.DataFrame, # rows of `collect_runs` of runs from one public model
+                second:pd.DataFrame, # rows of the same runs from another
+                col:str='coco_AP', # the score compared
+               )->pd.DataFrame:
+    "Each run made from both public models: method, cell, seed, its two scores and second − first."
+    keys = ['method', 'strategy', 'C', 'epsilon', 'seed']
+    t = first[['name', *keys, col]].merge(second[['name', col]], on='name', suffixes=(' first', ' second'))
+    return t.assign(difference=t[f'{col} second'] - t[f'{col} first']).drop(columns='name')
+
 # %% ../../nbs/12l_humanart.ipynb #d6f7a8b9
 def report_start(out:Path, # the block's report folder
                  score:str, # the start's field (see `start_score`)
                  what:str, # the file that needs it, for the message
                 )->float|None:
-    "`start_score(out, score)`, or None after saying that `what` is not written without `regime.json`."
-    try: return start_score(out, score)
+    "`run_starts(out, score)`: each run's start (or the one start of `regime.json`); None after saying that `what` is not written without it."
+    try: return run_starts(out, score)
     except FileNotFoundError:
         print(f"{what} not written: {Path(out)/'regime.json'} is missing (run the report without --no-regime)")
 
 def write_start_gains(df:pd.DataFrame, # rows of `collect_runs` of the block's records
                       out:Path, # the block's report folder (with `regime.json`)
                      )->list:
-    "`start_gains.csv` / `.md` in `out`: every private cell's OKS AP gain over the runs' start; return the paths ([] without `regime.json`)."
+    "`start_gains.csv` / `.md` in `out`: every private cell's OKS AP gain over its runs' start; return the paths ([] without `regime.json`)."
     if (start := report_start(out, 'start_ap', 'start_gains')) is None: return []
-    caption = (f"OKS AP gain over the start (the public model before any private step: OKS AP {start:.2f}, regime.json) of every private "
+    private = df[(df.dataset == 'humanart') & (df.method != 'nonprivate')]
+    said = (f"OKS AP {start:.2f}, regime.json" if not isinstance(start, pd.Series) else
+            f"each run's own, starts.csv: OKS AP {' or '.join(f'{v:.2f}' for v in sorted(set(each_start(private, start))))}")
+    caption = (f"OKS AP gain over the start (the public model before any private step: {said}) of every private "
                f"Human-Art cell, mean ± std over seeds; the reading figures/humanart/plan.md added before any method's result. Below zero: the run lost ground to its noise.")
     return write_table(start_gains(df, start), caption, 'start_gains', out,
                        lambda t: markdown_table(block_means(df, 'humanart', PRIVATE_CELLS.epsilon, gain_over=start)) if len(t) else 'No private Human-Art run has finished yet.')
 
 # %% ../../nbs/12l_humanart.ipynb #255a7a14
 def epoch_scores(df:pd.DataFrame, # rows of `collect_runs` of the block's records (their `epoch_history`)
-                 start:float, # the start's box-PCK@0.1 (`start_score(report, 'start_box_pck')`): every curve's epoch 0
+                 start:float|pd.Series, # the start's box-PCK@0.1 (`run_starts(report, 'start_box_pck')`), or each run's: its curve's epoch 0
                  score:str='PCK@0.1 box', # the history column to read
                 )->pd.DataFrame:
     "Every private Human-Art run's validation `score` after each epoch (its record's history), epoch 0 being the start."
-    rows = []
-    for r in df[(df.dataset == 'humanart') & (df.method != 'nonprivate')].itertuples():
+    rows, private = [], df[(df.dataset == 'humanart') & (df.method != 'nonprivate')]
+    for r, s0 in zip(private.itertuples(), np.broadcast_to(each_start(private, start), len(private))):
         scores = r.epoch_history.get(score, []) if isinstance(r.epoch_history, dict) else []
         rows += [dict(method=r.method, strategy=r.strategy, C=r.C, epsilon=r.epsilon, seed=r.seed, epoch=e, score=v, preset=r.preset, synthetic=r.synthetic)
-                 for e, v in enumerate([start] + scores) if scores]
+                 for e, v in enumerate([s0] + scores) if scores]
     return pd.DataFrame(rows, columns=['method', 'strategy', 'C', 'epsilon', 'seed', 'epoch', 'score', 'preset', 'synthetic'])
 
 # %% ../../nbs/12l_humanart.ipynb #b9424339
@@ -112,14 +169,14 @@ EPS_STYLE = {.2: '--', .8: '-'} # line style of a run by its ε; other budgets d
 
 def plot_epoch_scores(curves:pd.DataFrame, # from `epoch_scores`
                      ):
-    "Box-PCK@0.1 by epoch of every run in `curves`, panels strategy × C, a colour per method, the start as a line; None without runs."
+    "Box-PCK@0.1 by epoch of every run in `curves`, panels strategy × C, a colour per method, each start as a line; None without runs."
     if curves.empty: return None
     panels = sorted({(s, c) for s, c in zip(curves.strategy, curves.C)}, key=lambda k: (k[0], -k[1]))
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels) + 2.2, 2.8), squeeze=False, sharey=True, layout='constrained')
     for ax, (s, c) in zip(axes[0], panels):
         for (m, e, seed), d in curves[(curves.strategy == s) & (curves.C == c)].groupby(['method', 'epsilon', 'seed']):
             ax.plot(d.epoch, d.score, color=PALETTE[m], ls=EPS_STYLE.get(e, ':'), lw=1.2)
-        ax.axhline(curves[curves.epoch == 0].score.iloc[0], color='grey', lw=.8)
+        for s0 in sorted(set(curves[curves.epoch == 0].score)): ax.axhline(s0, color='grey', lw=.8)  # the start, or each public model's
         ax.set(title=f'{s}, C = {c:g}', xlabel='epoch', ylabel='box-PCK@0.1 (validation)')
         ax.label_outer()
     methods = [m for m in METHOD_ORDER if m in set(curves.method)]

@@ -182,16 +182,17 @@ def write_verdicts(df:pd.DataFrame, # rows of `collect_runs` of the block's reco
 def block_means(df:pd.DataFrame, # rows of `collect_runs` of the block's records
                 dataset:str='mpii', # 'mpii' (Mean PCKh@0.5) or 'humanart' (OKS AP)
                 eps:tuple=BLOCK_EPS, # the budgets laid out as columns
-                gain_over:float=None, # a reference score (e.g. the start's): show ours minus it, signed, without the paper's
+                gain_over:float|pd.Series=None, # a reference score (e.g. the start's), or each run's ({run name: score}): show ours minus it, signed, without the paper's
                )->pd.DataFrame:
     "The ordering score per (strategy, C, method) and ε: ours 'mean ± std' over seeds with the paper's in brackets (MaskDP: ours alone)."
-    col, ref = ORDERING_METRIC[dataset][0], gain_over or 0.
+    col = ORDERING_METRIC[dataset][0]
+    ref = (lambda d: d.name.map(gain_over)) if isinstance(gain_over, pd.Series) else (lambda d: gain_over or 0.)
     paper = paper_lookup(dataset) if gain_over is None else lambda *key: np.nan
     private = df[(df.dataset == dataset) & (df.method != 'nonprivate')]
     def cell(d, m, s, C, e):
         p = paper(m, s, C, e)
         if d.empty: return '–' if np.isnan(p) else f'– ({p:.2f})'
-        v = d[col] - ref
+        v = d[col] - ref(d)
         return fmt_pm(v.mean(), v.std(ddof=1) if len(d) > 1 else np.nan, sign=gain_over is not None) + ('' if np.isnan(p) else f' ({p:.2f})')
     rows = [dict(strategy=s, C=fmt_key(C), method=METHOD_NAMES[m], seeds=d.seed.nunique(),
                  **{f'ε {fmt_key(e)}': cell(d[np.isclose(d.epsilon, e)], m, s, C, e) for e in eps})
