@@ -1,6 +1,6 @@
 """`.ci/cpu-sweep`, a pinned block's sweep on this CPU, and `.ci/run-history`, the record of which machine trained which
 epochs of a run that moved between machines (a GPU lease's checkpoint resumed here)."""
-import json, os, shutil, subprocess, sys, tarfile, time
+import hashlib, json, os, shutil, subprocess, sys, tarfile, time
 from pathlib import Path
 import pytest, torch
 
@@ -84,6 +84,23 @@ def test_a_commit_that_is_not_the_checkout_is_refused(pinned, tmp_path):
     tmp, _, _ = pinned
     res = cpu_sweep('HEAD~1', tmp_path/'records', tmp_path/'runs', tmp/'code')  # the folder holds HEAD, not HEAD~1
     assert res.returncode == 1 and 'is not a checkout of HEAD~1' in res.stderr
+
+def test_a_second_sweep_of_the_same_arguments_is_refused(tmp_path):
+    "While a sweep of the same commit, records and arguments holds the lock (here: a process holding it, as a running sweep's does), another one exits at once."
+    records, runs = tmp_path/'records', tmp_path/'runs'
+    runs.mkdir()
+    args = ['HEAD', str(records.resolve()), *WHERE]
+    lock = runs/f".cpu-sweep-{hashlib.sha256(''.join(a + ' ' for a in args).encode()).hexdigest()[:16]}.lock"
+    holder = subprocess.Popen(['flock', str(lock), 'sleep', '60'])
+    try:
+        for _ in range(50):
+            if lock.exists(): break
+            time.sleep(.1)
+        res = subprocess.run([str(ROOT/'.ci'/'cpu-sweep'), *args], cwd=ROOT, env=script_env(RUNS=str(runs), PINNED=str(tmp_path/'never')),
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 1 and 'a sweep with these arguments runs already' in res.stderr, res.stderr
+        assert not (tmp_path/'never').exists()  # refused before any worktree is made
+    finally: holder.kill()
 
 def test_a_block_runs_only_from_its_public_model(tmp_path):
     "A block folder naming its public model (public-model.sha256): refused without that file in the cache, let through with it."
