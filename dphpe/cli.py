@@ -417,9 +417,15 @@ def cmd_probe(args):
 def cmd_movement(args):
     "`dphpe movement`: where each finished run ended from its public model, AdamW's consistency, and how the loss curves along each move (see `dphpe.probe`)."
     from dphpe.probe import write_movement, write_directions
+    from dphpe.report.tables import read_table_csv
     for what, path in (('--runs', args.runs), ('--public', args.public)):
         if not Path(path).exists(): raise FileNotFoundError(f"{what} {path} does not exist; give the runs folder (e.g. runs/humanart) and the public model the runs started from.")
     if args.draws < 0: raise ValueError(f"--draws must be 0 (skip the directions) or more, got {args.draws}.")
+    if (table := Path(args.out)/'movement.csv').exists():  # its runs' checkpoints may be gone with the machine that made them: never drop a row
+        have = {p.parent.name for p in Path(args.runs).glob('*/checkpoint.pth')}
+        if lost := sorted(set(read_table_csv(table).run) - have):
+            raise ValueError(f"{table} holds {len(lost)} runs that {args.runs} has no checkpoint of ({lost[0]}, …): writing there would drop their rows; "
+                             "give another --out (or move the file aside first).")
     files = write_movement(Path(args.out), Path(args.runs), Path(args.public))
     if args.draws: files += write_directions(Path(args.out), Path(args.runs), Path(args.public), args.draws, args.data and Path(args.data))
     print('\n\n'.join(f.read_text() for f in files if f.suffix == '.md') + f"\n{len(files)} files written to {args.out}")
