@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_sweep.ipynb #4730cc92
 from __future__ import annotations
-import functools, json, os, shutil, time
+import functools, json, os, shutil, time, warnings
 from collections import Counter, deque
 from itertools import product
 from pathlib import Path
@@ -160,15 +160,20 @@ def is_records(folder:Path)->bool:
 def keep_records(root:Path, # a sweep's runs folder
                  records:Path, # the folder that keeps the records beyond this machine (e.g. in the repository)
                  names:list, # the runs whose records to keep
+                 replace:bool=True, # replace a kept record that differs (the run was just made again); False: keep it, and warn
                 )->list:
-    "Copy the finished record of each of `names` from `root` to `records/<run>/metrics.json` where it is missing or differs; return the runs copied."
-    kept = []
+    "Copy the finished record of each of `names` from `root` to `records/<run>/metrics.json` where it is missing (or differs, with `replace`); return the runs copied."
+    kept, differ = [], []
     for n in names:
         src, dst = Path(root)/n/'metrics.json', Path(records)/n/'metrics.json'
         if read_metrics(src.parent) is None or (dst.exists() and dst.read_bytes() == src.read_bytes()): continue
+        if dst.exists() and not replace: differ.append(n); continue
         _copy_atomic(src, dst)
         kept.append(n)
     if kept and not is_records(records): (Path(records)/'README.md').write_text(RECORDS_README)
+    if differ: warnings.warn(f"{len(differ)} finished run(s) in {root} differ from their kept records in {records}, which are left as they are: "
+                             f"{', '.join(differ)}. If a run there was made again on purpose, copy its metrics.json into {records}; "
+                             f"else copy the kept one back into {root}.", stacklevel=2)
     return kept
 
 def restore_records(names:list, # the runs a sweep selected
@@ -185,10 +190,10 @@ def plan_with_records(runs:list, # run parameters, from `grid`/`select`
                       stale:str='refuse', # see `plan_sweep`
                       records:Path=None, # the records folder (None: none)
                      )->tuple:
-    "`plan_sweep` after restoring the kept records `root` lacks; the done runs' records are then kept. Returns (done, todo, why, restored)."
+    "`plan_sweep` after restoring the kept records `root` lacks; the done runs' missing records are then kept. Returns (done, todo, why, restored)."
     restored = restore_records([run_name(p) for p in runs], root, records) if records else []
     done, todo, why = plan_sweep(runs, root, stale)
-    if records: keep_records(root, records, [run_name(p) for p in done])
+    if records: keep_records(root, records, [run_name(p) for p in done], replace=False)  # a kept record is replaced only by the run that just made it
     return done, todo, why, restored
 
 # %% ../nbs/11_sweep.ipynb #90bb5d8c
