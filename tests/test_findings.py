@@ -48,3 +48,12 @@ def test_readme_numbers_come_from_generated_files():
     known = generated_numbers()
     typed = [n for n in TWO_DECIMALS.findall((ROOT/'README.md').read_text()) if n not in known]
     assert not typed, f'README.md quotes numbers held by no generated file under figures/: {", ".join(typed[:5])}'
+
+
+def test_readme_quotes_the_saved_plan_of_the_rest():
+    "The README's cost of the rest of the strategies grid is the saved plan's total (runs, hours rounded), not a number typed once."
+    from dphpe.report.strategies import read_plan
+    plan = read_plan((ROOT/'figures'/'strategies'/'rest-plan.txt').read_text())
+    text = ' '.join((ROOT/'README.md').read_text().split())
+    quoted = f"{plan['runs']} runs, about {plan['hours']:.0f} CPU-hours (`figures/strategies/rest-plan.txt`)"
+    assert quoted in text, f'README.md should quote the saved plan as "{quoted}": update the sentence in nbs/index.ipynb, then `make readme`'

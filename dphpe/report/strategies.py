@@ -4,7 +4,7 @@
 
 # %% ../../nbs/12k_strategies.ipynb #4c97a20e
 from __future__ import annotations
-import json
+import json, re
 from collections import Counter
 from itertools import groupby
 from pathlib import Path
@@ -18,9 +18,9 @@ from .collect import data_label
 from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows, markdown_table, write_table
 
 # %% auto #0
-__all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'BEATING', 'MISS_COLUMNS', 'block_runs', 'ran_on', 'progress', 'run_costs',
-           'predictions', 'decide', 'plan_verdicts', 'verdict_summary', 'key_words', 'plan_misses', 'misses_text',
-           'signed_gaps', 'write_verdicts', 'block_means']
+__all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'PLAN_TOTAL', 'BEATING', 'MISS_COLUMNS', 'block_runs', 'ran_on', 'progress',
+           'run_costs', 'read_plan', 'predictions', 'decide', 'plan_verdicts', 'verdict_summary', 'key_words',
+           'plan_misses', 'misses_text', 'signed_gaps', 'write_verdicts', 'block_means']
 
 # %% ../../nbs/12k_strategies.ipynb #34d66985
 BLOCK_C, BLOCK_EPS = (.01, 1.), (.2, .8) # the central cells the block runs
@@ -70,6 +70,18 @@ def run_costs(records:Path, # the block's records (`figures/strategies/records`)
     if not rows: return pd.DataFrame(columns=['where', 'runs', 'median', 'fastest', 'slowest'])
     g = pd.DataFrame(rows).groupby('where').minutes
     return pd.DataFrame({'runs': g.size(), 'median': g.median(), 'fastest': g.min(), 'slowest': g.max()}).reset_index()
+
+# %% ../../nbs/12k_strategies.ipynb #f212c583
+PLAN_TOTAL = re.compile(r"^sweep (?P<preset>\S+): (?P<runs>\d+) runs to start, (?P<done>\d+) done; about (?P<hours>[\d.]+) hours", re.M)
+
+def read_plan(text:str, # what `dphpe sweep --plan` printed (a saved file's text, with its note in `#` lines)
+             )->dict:
+    "The total of a saved `dphpe sweep --plan`: preset, runs to start, runs done, hours one run at a time, and its note and date."
+    m = PLAN_TOTAL.search(text)
+    if m is None: raise ValueError("No `sweep <preset>: N runs to start, M done; about H hours` line: give what `dphpe sweep --plan` printed.")
+    note = [l.lstrip('#').strip() for l in text.splitlines() if l.startswith('#')]
+    date = re.search(r'\d{4}-\d{2}-\d{2}', ' '.join(note))
+    return dict(preset=m['preset'], runs=int(m['runs']), done=int(m['done']), hours=float(m['hours']), note=note, date=date and date[0])
 
 # %% ../../nbs/12k_strategies.ipynb #9146b518
 BEATING = ('projection', 'feature', 'feature_projection') # the methods S1 and S2 compare with DP-SGD
