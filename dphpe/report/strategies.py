@@ -18,9 +18,9 @@ from .collect import data_label
 from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows, markdown_table, write_table
 
 # %% auto #0
-__all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'PLAN_TOTAL', 'BEATING', 'MISS_COLUMNS', 'block_runs', 'ran_on', 'progress',
-           'run_costs', 'read_plan', 'predictions', 'decide', 'plan_verdicts', 'verdict_summary', 'key_words',
-           'plan_misses', 'misses_text', 'signed_gaps', 'write_verdicts', 'block_means']
+__all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'PLAN_TOTAL', 'PLAN_RUN', 'BEATING', 'MISS_COLUMNS', 'block_runs', 'ran_on',
+           'progress', 'run_costs', 'read_plan', 'predictions', 'decide', 'plan_verdicts', 'verdict_summary',
+           'key_words', 'plan_misses', 'misses_text', 'signed_gaps', 'write_verdicts', 'block_means']
 
 # %% ../../nbs/12k_strategies.ipynb #34d66985
 BLOCK_C, BLOCK_EPS = (.01, 1.), (.2, .8) # the central cells the block runs
@@ -49,8 +49,9 @@ def ran_on(record:Path, # a run's record folder
 def progress(records:Path, # the block's records (`figures/strategies/records`)
              runs:list=None, # run parameters of the block (None: `block_runs()`)
              steps:tuple=PLAN_STEPS, # (step, {parameter: values}) in the plan's order; a run belongs to the first step it matches
+             plan:dict=None, # a saved `dphpe sweep --plan` (`read_plan`): adds the hours its unfinished runs would take
             )->pd.DataFrame:
-    "Per step of a plan: the runs it plans, how many have a finished record under `records`, and on which devices they ran."
+    "Per step of a plan: the runs it plans, how many have a finished record under `records`, on which devices they ran (and what the rest would cost)."
     left, rows = list(block_runs() if runs is None else runs), []
     for step, where in steps:
         sel = [p for p in left if all(p[k] in v for k, v in where.items())]
@@ -59,6 +60,10 @@ def progress(records:Path, # the block's records (`figures/strategies/records`)
         devices = Counter(ran_on(d, m) for d, m in done)
         rows.append(dict(step=step, planned=len(sel), finished=len(done),
                          **{'ran on': ', '.join(f'{d}: {n}' for d, n in sorted(devices.items())) or '–'}))
+        if plan is not None:
+            todo = [n for p in sel if (n := run_name(p)) not in {m.name for _, m in done}]
+            costed = all(n in plan['minutes'] for n in todo)  # a run the plan did not cover: the step's cost is not known
+            rows[-1]['hours to run'] = round(sum(plan['minutes'][n] for n in todo) / 60, 1) if costed else '–' 
     return pd.DataFrame(rows)
 
 # %% ../../nbs/12k_strategies.ipynb #a43acc07
@@ -73,15 +78,17 @@ def run_costs(records:Path, # the block's records (`figures/strategies/records`)
 
 # %% ../../nbs/12k_strategies.ipynb #f212c583
 PLAN_TOTAL = re.compile(r"^sweep (?P<preset>\S+): (?P<runs>\d+) runs to start, (?P<done>\d+) done; about (?P<hours>[\d.]+) hours", re.M)
+PLAN_RUN = re.compile(r"^  (?P<run>\S+)\s+(?P<minutes>[\d.]+) min$", re.M) # a run's line: its name and estimated minutes
 
 def read_plan(text:str, # what `dphpe sweep --plan` printed (a saved file's text, with its note in `#` lines)
              )->dict:
-    "The total of a saved `dphpe sweep --plan`: preset, runs to start, runs done, hours one run at a time, and its note and date."
+    "A saved `dphpe sweep --plan`: preset, runs to start, runs done, hours one run at a time, {run: minutes}, and its note and date."
     m = PLAN_TOTAL.search(text)
     if m is None: raise ValueError("No `sweep <preset>: N runs to start, M done; about H hours` line: give what `dphpe sweep --plan` printed.")
     note = [l.lstrip('#').strip() for l in text.splitlines() if l.startswith('#')]
     date = re.search(r'\d{4}-\d{2}-\d{2}', ' '.join(note))
-    return dict(preset=m['preset'], runs=int(m['runs']), done=int(m['done']), hours=float(m['hours']), note=note, date=date and date[0])
+    minutes = {r['run']: float(r['minutes']) for r in PLAN_RUN.finditer(text)}
+    return dict(preset=m['preset'], runs=int(m['runs']), done=int(m['done']), hours=float(m['hours']), minutes=minutes, note=note, date=date and date[0])
 
 # %% ../../nbs/12k_strategies.ipynb #9146b518
 BEATING = ('projection', 'feature', 'feature_projection') # the methods S1 and S2 compare with DP-SGD
