@@ -61,9 +61,10 @@ def progress(records:Path, # the block's records (`figures/strategies/records`)
         rows.append(dict(step=step, planned=len(sel), finished=len(done),
                          **{'ran on': ', '.join(f'{d}: {n}' for d, n in sorted(devices.items())) or '–'}))
         if plan is not None:
-            todo = [n for p in sel if (n := run_name(p)) not in {m.name for _, m in done}]
+            ran = {d.name for d, _ in done}
+            todo = [n for p in sel if (n := run_name(p)) not in ran]
             costed = all(n in plan['minutes'] for n in todo)  # a run the plan did not cover: the step's cost is not known
-            rows[-1]['hours to run'] = round(sum(plan['minutes'][n] for n in todo) / 60, 1) if costed else '–' 
+            rows[-1]['hours to run'] = round(sum(plan['minutes'][n] for n in todo) / 60, 1) if costed else '–'
     return pd.DataFrame(rows)
 
 # %% ../../nbs/12k_strategies.ipynb #a43acc07
