@@ -167,3 +167,22 @@ def test_queue_stops(tmp_path):
     assert 'stopped' in res.stdout and not (queue/'cpu-queue-0.pgid').exists()
     time.sleep(2)
     assert subprocess.run(['pgrep', '-g', group], capture_output=True).returncode == 1, 'a process of the stopped queue still runs'
+
+def lane_runs(line:str)->set:
+    "The names of the runs one line of `.ci/cpu-lanes` selects (`CORE COMMIT RECORDS SWEEP-ARGS…`), by this checkout's grid."
+    from dphpe.cli import parser, where_filter
+    from dphpe.experiment import run_name
+    from dphpe.sweep import grid, select
+    args = parser().parse_args(['sweep', *line.split()[3:]])
+    return {run_name(p) for p in select(grid(args.preset, args.data, args.blocks), where_filter(args.where))}
+
+def test_the_cpu_lanes_select_disjoint_runs():
+    "Every line of `.ci/cpu-lanes` selects runs, and no run is in two lines (two queues would train it into one folder at once)."
+    lines = [l for l in (ROOT/'.ci'/'cpu-lanes').read_text().splitlines() if l.strip() and not l.startswith('#')]
+    seen = {}
+    for line in lines:
+        runs = lane_runs(line)
+        assert runs, f"selects no run: {line}"
+        twice = {r: seen[r] for r in runs if r in seen}
+        assert not twice, f"{line}\nselects runs an earlier line does: {twice}"
+        seen.update(dict.fromkeys(runs, line))
