@@ -67,9 +67,11 @@ def mean_lookup(private:pd.DataFrame, # rows with method, strategy, C, epsilon a
     return lambda *key: means.get(key, np.nan)
 
 @functools.lru_cache  # the paper's numbers are package data: read once
-def paper_lookup(dataset:str)->callable:
+def paper_lookup(dataset:str, # 'mpii' or 'humanart'
+                 col:str=None, # the paper's column in our labels (e.g. 'OKS AR'); None: its ordering score
+                )->callable:
     "`mean_lookup` into the paper's numbers for `dataset`, keyed by our method names."
-    col = ORDERING_METRIC[dataset][1]
+    col = col or ORDERING_METRIC[dataset][1]
     private = pd.concat([paper_rows(dataset, m).assign(method=m) for m in METHOD_ORDER])
     return mean_lookup(private, paper_rows(dataset, 'nonprivate') if dataset == 'mpii' else None, col)  # no Human-Art baselines in the paper
 

@@ -203,11 +203,12 @@ def block_means(df:pd.DataFrame, # rows of `collect_runs` of the block's records
                 dataset:str='mpii', # 'mpii' (Mean PCKh@0.5) or 'humanart' (OKS AP)
                 eps:tuple=BLOCK_EPS, # the budgets laid out as columns
                 gain_over:float|pd.Series=None, # a reference score (e.g. the start's), or each run's ({run name: score}): show ours minus it, signed, without the paper's
+                score:tuple=None, # another score, as (our column, the paper's column), e.g. ('coco_AR', 'OKS AR'); None: the ordering score
                )->pd.DataFrame:
-    "The ordering score per (strategy, C, method) and ε: ours 'mean ± std' over seeds with the paper's in brackets (MaskDP: ours alone)."
-    col = ORDERING_METRIC[dataset][0]
+    "The ordering score (or `score`) per (strategy, C, method) and ε: ours 'mean ± std' over seeds with the paper's in brackets (MaskDP: ours alone)."
+    col, paper_col = score or ORDERING_METRIC[dataset][:2]
     ref = (lambda d: d.name.map(gain_over)) if isinstance(gain_over, pd.Series) else (lambda d: gain_over or 0.)
-    paper = paper_lookup(dataset) if gain_over is None else lambda *key: np.nan
+    paper = paper_lookup(dataset, paper_col) if gain_over is None else lambda *key: np.nan
     private = df[(df.dataset == dataset) & (df.method != 'nonprivate')]
     def cell(d, m, s, C, e):
         p = paper(m, s, C, e)
