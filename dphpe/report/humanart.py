@@ -9,7 +9,7 @@ import numpy as np
 from pathlib import Path
 import pandas as pd
 from ..presets import HUMANART_TABLES, PAPER_METHODS
-from .strategies import BEATING, block_means
+from .strategies import BEATING, block_means, verdict_summary
 from .tables import METHOD_NAMES, METHOD_ORDER, write_table, markdown_table
 from .figures import PALETTE, save_figure
 from .collect import data_label
@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 # %% auto #0
 __all__ = ['HUMANART_STEPS', 'PRIVATE_CELLS', 'EPS_STYLE', 'humanart_predictions', 'start_score', 'each_start', 'start_gains',
            'above_start', 'public_models', 'run_starts', 'add_starts', 'start_pairs', 'report_start',
-           'write_start_gains', 'epoch_scores', 'plot_epoch_scores', 'write_start_curves']
+           'write_start_gains', 'epoch_scores', 'plot_epoch_scores', 'write_start_curves', 'findings_so_far']
 
 # %% ../../nbs/12l_humanart.ipynb #1c1f1b02
 HUMANART_STEPS = (("seed 0: non-private finetune (the calibration's)", dict(seed=(0,), strategy=('finetune',), method=('nonprivate',))),
@@ -195,3 +195,24 @@ def write_start_curves(df:pd.DataFrame, # rows of `collect_runs` of the block's 
     if (start := report_start(out, 'start_box_pck', 'start_curves.png')) is None: return []
     fig = plot_epoch_scores(epoch_scores(df, start))
     return [] if fig is None else [save_figure(fig, Path(out)/'start_curves.png')]
+
+# %% ../../nbs/12l_humanart.ipynb #f6dadf39
+def findings_so_far(prog:pd.DataFrame, # `progress` of the block's records
+                    gains:pd.DataFrame, # `start_gains` of its runs
+                    verdicts:pd.DataFrame, # `plan_verdicts` of its predictions
+                    pairs:pd.DataFrame=None, # `start_pairs` of the runs made from both public models (None: none)
+                   )->str:
+    "What the block says so far as Markdown bullets, every number read from the arguments."
+    done, planned = int(prog.finished.sum()), int(prog.planned.sum())
+    said = [f"**{done} of the plan's {planned} runs have finished**" + (", so every verdict below is provisional." if done < planned else ".")]
+    if len(gains):
+        a = above_start(gains).sort_values('mean gain', ascending=False, kind='stable')
+        up, cells, hi, lo = int(a['above the start'].sum()), int(a.cells.sum()), a.iloc[0], a.iloc[-1]
+        said.append((f"**No private cell ends above its start** (of {cells})" if not up else f"**{up} of {cells} private cells end above their start**")
+                    + f": the highest mean gain over the start is {hi.method}'s ({hi['mean gain']:+.2f} OKS AP over its {hi.cells} cells), the lowest {lo.method}'s ({lo['mean gain']:+.2f}).")
+    said.append(f"**The paper's orderings on these runs** (the plan's predictions): {verdict_summary(verdicts)}")
+    if pairs is not None and len(pairs):
+        spread = f", beside {a['mean gain'].max() - a['mean gain'].min():.2f} between the methods' mean gains" if len(gains) else ''
+        said.append(f"**Changing the public model** moved a run by {pairs.difference.abs().max():.2f} OKS AP at most ({len(pairs)} runs made from both, "
+                    f"same seed and noise draws){spread}.")
+    return '\n'.join(f'- {s}' for s in said)
