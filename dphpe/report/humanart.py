@@ -204,15 +204,15 @@ def findings_so_far(prog:pd.DataFrame, # `progress` of the block's records
                    )->str:
     "What the block says so far as Markdown bullets, every number read from the arguments."
     done, planned = int(prog.finished.sum()), int(prog.planned.sum())
-    said = [f"**{done} of the plan's {planned} runs have finished**" + (", so every verdict below is provisional." if done < planned else ".")]
+    said, spread = [f"**{done} of the plan's {planned} runs have finished**" + (", so every verdict below is provisional." if done < planned else ".")], ''
     if len(gains):
         a = above_start(gains).sort_values('mean gain', ascending=False, kind='stable')
         up, cells, hi, lo = int(a['above the start'].sum()), int(a.cells.sum()), a.iloc[0], a.iloc[-1]
         said.append((f"**No private cell ends above its start** (of {cells})" if not up else f"**{up} of {cells} private cells end above their start**")
                     + f": the highest mean gain over the start is {hi.method}'s ({hi['mean gain']:+.2f} OKS AP over its {hi.cells} cells), the lowest {lo.method}'s ({lo['mean gain']:+.2f}).")
+        spread = f", beside {hi['mean gain'] - lo['mean gain']:.2f} between the methods' mean gains"
     said.append(f"**The paper's orderings on these runs** (the plan's predictions): {verdict_summary(verdicts)}")
     if pairs is not None and len(pairs):
-        spread = f", beside {a['mean gain'].max() - a['mean gain'].min():.2f} between the methods' mean gains" if len(gains) else ''
         said.append(f"**Changing the public model** moved a run by {pairs.difference.abs().max():.2f} OKS AP at most ({len(pairs)} runs made from both, "
                     f"same seed and noise draws){spread}.")
     return '\n'.join(f'- {s}' for s in said)
