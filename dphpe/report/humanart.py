@@ -16,9 +16,10 @@ from .collect import data_label
 import matplotlib.pyplot as plt
 
 # %% auto #0
-__all__ = ['HUMANART_STEPS', 'PRIVATE_CELLS', 'EPS_STYLE', 'humanart_predictions', 'start_score', 'each_start', 'start_gains',
-           'above_start', 'public_models', 'run_starts', 'add_starts', 'start_pairs', 'report_start',
-           'write_start_gains', 'epoch_scores', 'plot_epoch_scores', 'write_start_curves', 'findings_so_far']
+__all__ = ['HUMANART_STEPS', 'PRIVATE_CELLS', 'EPS_STYLE', 'CARRY_OVER', 'humanart_predictions', 'start_score', 'each_start',
+           'start_gains', 'above_start', 'public_models', 'run_starts', 'add_starts', 'start_pairs', 'report_start',
+           'write_start_gains', 'epoch_scores', 'plot_epoch_scores', 'write_start_curves', 'findings_so_far',
+           'diagnostic_pairs', 'diagnostics_carry_over']
 
 # %% ../../nbs/12l_humanart.ipynb #1c1f1b02
 HUMANART_STEPS = (("seed 0: non-private finetune (the calibration's)", dict(seed=(0,), strategy=('finetune',), method=('nonprivate',))),
@@ -216,3 +217,41 @@ def findings_so_far(prog:pd.DataFrame, # `progress` of the block's records
         said.append(f"**Changing the public model** moved a run by {pairs.difference.abs().max():.2f} OKS AP at most ({len(pairs)} runs made from both, "
                     f"same seed and noise draws){spread}.")
     return '\n'.join(f'- {s}' for s in said)
+
+# %% ../../nbs/12l_humanart.ipynb #13ce0940
+CARRY_OVER = dict(move=.05, curvature=1.5) # R1's tolerances, the second model's over the first's (plan addendum of 2026-12-02, 07:30 UTC)
+
+def diagnostic_pairs(moved:tuple, # `movement.csv` tables of the runs from the first and from the second public model
+                     dirs:tuple, # their `directions.csv` tables, in the same order
+                     names:tuple=('A', 'B'), # what the two models are called in the columns
+                    )->pd.DataFrame:
+    "Each run measured from both public models: distance, consistency and curvature over the isotropic mean from each, their ratios and R1's reading."
+    sides = []
+    for m, d in zip(moved, dirs):
+        bent = d[d.kind == 'run'].set_index('run').curvature / d[d.kind == 'isotropic'].curvature.mean()
+        sides.append(m.set_index('run')[['distance', 'consistency']].assign(curvature=bent))
+    keys = moved[0].set_index('run')[['method', 'strategy', 'C', 'epsilon', 'seed']]
+    t = keys.join(sides[0].add_suffix(f' {names[0]}'), how='inner').join(sides[1].add_suffix(f' {names[1]}'), how='inner')
+    for q in ('distance', 'consistency', 'curvature'): t[f'{q} ratio'] = t[f'{q} {names[1]}'] / t[f'{q} {names[0]}']
+    near = lambda q, tol: t[f'{q} ratio'].between(1 - tol, 1 + tol)
+    ok = near('distance', CARRY_OVER['move']) & near('consistency', CARRY_OVER['move']) & t['curvature ratio'].between(1 / CARRY_OVER['curvature'], CARRY_OVER['curvature'])
+    return t.assign(R1=np.where(t['curvature ratio'].isna(), 'not measured', np.where(ok, 'holds', 'fails'))).reset_index()
+
+# %% ../../nbs/12l_humanart.ipynb #96ec3f5e
+def diagnostics_carry_over(pairs:pd.DataFrame, # from `diagnostic_pairs`
+                           moves:pd.DataFrame, # `dphpe.probe.movement_verdicts` of the second model's runs
+                           bends:pd.DataFrame, # `dphpe.probe.direction_verdicts` of the second model's runs
+                           names:tuple=('A', 'B'), # what the two models are called
+                          )->str:
+    "Whether the diagnostics carry over from the first public model to the second, by R1 and R2 of the plan's addendum of 2026-12-02."
+    a, b = names
+    d1, d3b = moves.verdict.drop_duplicates().tolist(), bends[bends.test == 'D3b'].verdict.drop_duplicates().tolist()
+    if not len(pairs) or (pairs.R1 == 'not measured').any() or not d1 or not d3b or 'incomplete' in d1 + d3b:
+        return f"Not decided yet: R2 needs both projection methods at {b}'s cell, R1 a run measured from both models."
+    ratio = lambda r: f"distance {r['distance ratio']:.2f}×, consistency {r['consistency ratio']:.2f}×, curvature {r['curvature ratio']:.2f}× {a}'s"
+    r1 = '; '.join(f"{METHOD_NAMES.get(r.method, r.method)} {r.R1} ({ratio(r)})" for _, r in pairs.iterrows())
+    r2_ok = 'supported' not in d1 and 'contradicted' not in d3b
+    r2 = f"D1/D2 {' and '.join(d1)} (predicted: not supported), D3b {' and '.join(d3b)} (predicted: not contradicted)"
+    carries = (pairs.R1 == 'holds').all() and r2_ok
+    return ((f"**The diagnostics carry over to {b}**: " if carries else f"**The diagnostics do not carry over to {b} as predicted**: ")
+            + f"R1 {'holds' if (pairs.R1 == 'holds').all() else 'fails'} ({r1}); R2 {'holds' if r2_ok else 'fails'} ({r2}).")
