@@ -250,8 +250,7 @@ def diagnostics_carry_over(pairs:pd.DataFrame, # from `diagnostic_pairs`
         return f"Not decided yet: R2 needs both projection methods at {b}'s cell, R1 a run measured from both models."
     ratio = lambda r: f"distance {r['distance ratio']:.2f}×, consistency {r['consistency ratio']:.2f}×, curvature {r['curvature ratio']:.2f}× {a}'s"
     r1 = '; '.join(f"{METHOD_NAMES.get(r.method, r.method)} {r.R1} ({ratio(r)})" for _, r in pairs.iterrows())
-    r2_ok = 'supported' not in d1 and 'contradicted' not in d3b
+    r1_ok, r2_ok = (pairs.R1 == 'holds').all(), 'supported' not in d1 and 'contradicted' not in d3b
     r2 = f"D1/D2 {' and '.join(d1)} (predicted: not supported), D3b {' and '.join(d3b)} (predicted: not contradicted)"
-    carries = (pairs.R1 == 'holds').all() and r2_ok
-    return ((f"**The diagnostics carry over to {b}**: " if carries else f"**The diagnostics do not carry over to {b} as predicted**: ")
-            + f"R1 {'holds' if (pairs.R1 == 'holds').all() else 'fails'} ({r1}); R2 {'holds' if r2_ok else 'fails'} ({r2}).")
+    return ((f"**The diagnostics carry over to {b}**: " if r1_ok and r2_ok else f"**The diagnostics do not carry over to {b} as predicted**: ")
+            + f"R1 {'holds' if r1_ok else 'fails'} ({r1}); R2 {'holds' if r2_ok else 'fails'} ({r2}).")
