@@ -215,11 +215,10 @@ def block_means(df:pd.DataFrame, # rows of `collect_runs` of the block's records
         if d.empty: return '–' if np.isnan(p) else f'– ({p:.2f})'
         v = d[col] - ref(d)
         return fmt_pm(v.mean(), v.std(ddof=1) if len(d) > 1 else np.nan, sign=gain_over is not None) + ('' if np.isnan(p) else f' ({p:.2f})')
-    def seeds(d):  # one count where every budget run has the same seeds, else each budget's in column order
-        n = [d[np.isclose(d.epsilon, e)].seed.nunique() for e in eps]
-        ran = {k for k in n if k}
-        return ran.pop() if len(ran) == 1 else ' / '.join(map(str, n))
-    rows = [dict(strategy=s, C=fmt_key(C), method=METHOD_NAMES[m], seeds=seeds(d),
-                 **{f'ε {fmt_key(e)}': cell(d[np.isclose(d.epsilon, e)], m, s, C, e) for e in eps})
-            for (s, C, m), d in sort_rows(private, ['strategy', 'C', 'method']).groupby(['strategy', 'C', 'method'], sort=False)]
-    return pd.DataFrame(rows)
+    def row(s, C, m, d):
+        at = [d[np.isclose(d.epsilon, e)] for e in eps]  # each budget's runs, in column order
+        n = [x.seed.nunique() for x in at]
+        ran = {k for k in n if k}  # one count where every budget run has the same seeds, else each budget's
+        return dict(strategy=s, C=fmt_key(C), method=METHOD_NAMES[m], seeds=ran.pop() if len(ran) == 1 else ' / '.join(map(str, n)),
+                    **{f'ε {fmt_key(e)}': cell(x, m, s, C, e) for e, x in zip(eps, at)})
+    return pd.DataFrame([row(*key, d) for key, d in sort_rows(private, ['strategy', 'C', 'method']).groupby(['strategy', 'C', 'method'], sort=False)])
