@@ -64,8 +64,9 @@ docs-check: setup
 clean-docs:
 	rm -rf _proc _docs
 
-# README.md is rendered from nbs/index.ipynb's markdown cells, after its results block (between the markers) is filled
-# from a report's gaps.csv (dphpe.report.pages.README_PRESET); tests/test_findings.py fails when README.md is not what this writes.
+# README.md is rendered from nbs/index.ipynb's markdown cells, after its generated blocks (between their markers) are
+# filled: the results from a report's gaps.csv (dphpe.report.pages.README_PRESET), the pre-registered blocks from their
+# progress.csv and verdicts.csv (README_BLOCKS); tests/test_findings.py fails when README.md is not what this writes.
 readme: setup
 	$(BIN)/python -c "from dphpe.report.pages import write_readme; write_readme()"
 
@@ -76,9 +77,10 @@ outputs: setup
 	$(BIN)/nbdev_clean
 
 # Rebuild the blocks' reports from their committed records (figures/<block>/records: no runs needed), then the findings
-# pages that show them (03 full grid, 08 strategies, 09 Human-Art). Run it with every record committed: tests/test_reports.py
-# fails, naming these commands, while a report is not what its records write. --no-regime: each block's regime card was
-# measured once, on the machine that made its public model, and is kept as it is.
+# pages that show them (03 full grid, 08 strategies, 09 Human-Art) and the README's table of the blocks. Run it with
+# every record committed: tests/test_reports.py fails, naming these commands, while a report is not what its records
+# write. --no-regime: each block's regime card was measured once, on the machine that made its public model, and is
+# kept as it is.
 REPORT = $(BIN)/dphpe report --no-regime
 BLOCK_PAGES = nbs/findings/03_full_grid.ipynb nbs/findings/08_strategies.ipynb nbs/findings/09_humanart.ipynb
 reports: export OMP_NUM_THREADS = 1  # beside the CPU queues, which hold a core each
@@ -88,6 +90,7 @@ reports: setup
 	$(REPORT) --runs figures/humanart/records --out figures/humanart --plan humanart
 	for nb in $(BLOCK_PAGES); do $(BIN)/papermill --cwd nbs/findings -k python3 --no-progress-bar "$$nb" "$$nb" || exit 1; done
 	$(BIN)/nbdev_clean
+	$(BIN)/python -c "from dphpe.report.pages import write_readme; write_readme()"
 
 # The pre-registered C = 1 hypotheses (figures/hypotheses/plan.md), in the plan's order: seed 0 of every block (H3c at
 # the rate chosen on H3b, 071f46d), then seeds 1 and 2 of the defaults and of H2, and of H3c and DP-SGD under SGD.

@@ -191,14 +191,17 @@ def bench_costs(preset:str, # a key of `STUDY_PRESETS`
     return bench_summary(method_costs(pre.train.backbone, pre.train.input_size, bs=pre.train.bs, repeats=3))
 
 def plan_writers(name:str, # a pre-registered block: 'strategies' or 'humanart'
+                 records:Path, # the block's records (its progress is counted there)
                 )->list:
-    "What `dphpe report --plan` adds for the block, as writers (rows of `collect_runs`, report folder) → paths: its verdicts and misses; Human-Art's gains and curves from the start too."
+    "What `dphpe report --plan` adds for the block, as writers (rows of `collect_runs`, report folder) → paths: its verdicts, misses and progress; Human-Art's gains and curves from the start too."
     from functools import partial
-    from dphpe.report.strategies import predictions, write_verdicts
-    from dphpe.report.humanart import humanart_predictions, add_starts, write_start_gains, write_start_curves
+    from dphpe.sweep import grid
+    from dphpe.report.strategies import predictions, write_verdicts, write_progress
+    from dphpe.report.humanart import HUMANART_STEPS, humanart_predictions, add_starts, write_start_gains, write_start_curves
     decide = lambda preds, dataset: partial(write_verdicts, preds=preds, dataset=dataset, plan=f'figures/{name}/plan.md')
-    plans = {'strategies': lambda: [decide(predictions(), 'mpii')],
-             'humanart': lambda: [decide(humanart_predictions(), 'humanart'), add_starts, write_start_gains, write_start_curves]}  # each run's start (starts.csv), or the regime card's
+    plans = {'strategies': lambda: [decide(predictions(), 'mpii'), partial(write_progress, records=records)],
+             'humanart': lambda: [decide(humanart_predictions(), 'humanart'), partial(write_progress, records=records, runs=grid('humanart'), steps=HUMANART_STEPS),
+                                  add_starts, write_start_gains, write_start_curves]}  # each run's start (starts.csv), or the regime card's
     if name not in plans: raise ValueError(f"Unknown plan {name!r}; choose one of {sorted(plans)} (the blocks with pre-registered predictions).")
     return plans[name]()
 
@@ -208,7 +211,7 @@ def cmd_report(args):
     from dphpe.report.kept import write_kept_report
     from dphpe.report.collect import collect_runs
     runs, out = Path(args.runs or Path('runs')/args.preset), Path(args.out or Path('figures')/args.preset)
-    writers = plan_writers(args.plan) if args.plan else []  # a wrong name fails before anything is written
+    writers = plan_writers(args.plan, runs) if args.plan else []  # a wrong name fails before anything is written
     df = collect_runs(runs)  # the records are read once, for the report and the plan's writers
     files = write_kept_report(runs, args.kept, out, df) if args.kept else write_report(runs, out, df)
     if not args.no_regime: files += write_regime(runs, out)  # measures the preset's start of training: minutes
@@ -499,7 +502,7 @@ def parser()->argparse.ArgumentParser:
                     help="skip the regime card (a block's records whose preset's card its main report has)")
     rp.add_argument('--kept', default=None, help="an earlier report's folder whose runs are lost: its strategies' rows are kept as it wrote "
                     "them, the runs give the other strategies' (e.g. figures/full/finetune-grid)")
-    rp.add_argument('--plan', default=None, help="also decide a pre-registered block's predictions (verdicts, misses; for humanart also start_gains: .csv/.md, and start_curves.png): strategies or humanart")
+    rp.add_argument('--plan', default=None, help="also decide a pre-registered block's predictions and count its progress (verdicts, misses, progress; for humanart also start_gains: .csv/.md, and start_curves.png): strategies or humanart")
     rp.set_defaults(func=cmd_report)
     rg = sub.add_parser('regime', help="where the preset's private runs sit, beside the paper's (the regime card)")
     rg.add_argument('--preset', default='quick', help='a study preset')

@@ -36,3 +36,23 @@ def test_committed_report_is_what_the_report_writes(report, tmp_path, monkeypatc
     assert set(ours) <= set(committed), f'{report} lacks {sorted(set(ours) - set(committed))}: rebuild it with `{command}`'
     stale = [n for n in ours if ours[n] != committed[n]]
     assert not stale, f'{report}: {", ".join(stale)} differ from what the report writes from {records}: rebuild it with `{command}`'
+
+
+PLANNED = {'figures/strategies': 'strategies', 'figures/humanart': 'humanart'}  # the blocks whose report also decides a plan (`--plan`)
+
+
+@pytest.mark.parametrize('report', sorted(PLANNED))
+def test_committed_verdicts_and_progress_are_what_the_plan_writes(report, tmp_path, monkeypatch):
+    "A block's `verdicts.csv` and `progress.csv` (which the README's table of the blocks reads) are what `--plan` writes from its records."
+    from dphpe.cli import plan_writers
+    from dphpe.report.collect import collect_runs
+    records, _, command = REBUILT[report]
+    monkeypatch.chdir(ROOT)
+    (tmp_path/'rest-plan.txt').write_text((ROOT/report/'rest-plan.txt').read_text())  # what prices the unfinished runs
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        df = collect_runs(Path(records))
+        for w in plan_writers(PLANNED[report], Path(records)):
+            if getattr(w, 'func', w).__name__ in ('write_verdicts', 'write_progress'): w(df, tmp_path)
+    stale = [n for n in ('verdicts.csv', 'progress.csv') if (tmp_path/n).read_text() != (ROOT/report/n).read_text()]
+    assert not stale, f'{report}: {", ".join(stale)} differ from what the plan writes from {records}: rebuild it with `{command}` (or `make reports`)'

@@ -78,6 +78,7 @@ def test_records_outlive_the_runs_folder(killed_and_rerun, tmp_path):
     assert tables('runs') and tables('runs') == tables('records')
     assert (tmp_path/'runs'/'regime.json').exists() and not (tmp_path/'records'/'regime.json').exists()  # --no-regime: no card measured
     assert (tmp_path/'records'/'verdicts.md').read_text().startswith('The predictions of figures/strategies/plan.md')  # --plan: the block's verdicts
+    assert (tmp_path/'records'/'progress.md').read_text().startswith("The plan's steps in its order")  # and its progress, for the README
     ha = tmp_path/'humanart'  # --plan humanart: the gains over the start that regime.json holds, once it is there
     report_ha = lambda: subprocess.run([*DPHPE, 'report', '--runs', str(records_of(runs)), '--out', str(ha), '--no-regime', '--plan', 'humanart'], capture_output=True, text=True)
     r = report_ha()

@@ -19,8 +19,8 @@ from .tables import METHOD_NAMES, fmt_key, fmt_pm, sort_rows, markdown_table, wr
 
 # %% auto #0
 __all__ = ['BLOCK_C', 'BLOCK_EPS', 'PLAN_STEPS', 'PLAN_TOTAL', 'PLAN_RUN', 'BEATING', 'MISS_COLUMNS', 'block_runs', 'ran_on',
-           'progress', 'run_costs', 'read_plan', 'predictions', 'decide', 'plan_verdicts', 'verdict_summary',
-           'key_words', 'plan_misses', 'misses_text', 'signed_gaps', 'write_verdicts', 'block_means']
+           'progress', 'run_costs', 'read_plan', 'write_progress', 'predictions', 'decide', 'plan_verdicts',
+           'verdict_summary', 'key_words', 'plan_misses', 'misses_text', 'signed_gaps', 'write_verdicts', 'block_means']
 
 # %% ../../nbs/12k_strategies.ipynb #34d66985
 BLOCK_C, BLOCK_EPS = (.01, 1.), (.2, .8) # the central cells the block runs
@@ -91,6 +91,20 @@ def read_plan(text:str, # what `dphpe sweep --plan` printed (a saved file's text
     minutes = {r['run']: float(r['minutes']) for r in PLAN_RUN.finditer(text)}
     return dict(preset=m['preset'], runs=int(m['runs']), done=int(m['done']), hours=float(m['hours']), minutes=minutes, note=note, date=date and date[0])
 
+# %% ../../nbs/12k_strategies.ipynb #e9fba6d6
+def write_progress(df:pd.DataFrame, # rows of `collect_runs` (a report writer's first argument; the records are read again, for where each ran)
+                   out:Path, # the block's report folder; its `rest-plan.txt`, if any, prices the unfinished runs
+                   records:Path, # the block's records
+                   runs:list=None, # run parameters of the block (None: `block_runs()`)
+                   steps:tuple=PLAN_STEPS, # the plan's steps, in its order
+                  )->list:
+    "`progress.csv` / `.md` in `out`: `progress` of `records`, with the hours of `out/rest-plan.txt` where it exists; return both paths."
+    rest = Path(out)/'rest-plan.txt'
+    t = progress(records, runs, steps, plan=read_plan(rest.read_text()) if rest.exists() else None)
+    priced = ", and the hours the others would take one run at a time by the saved plan `rest-plan.txt`" if rest.exists() else ''
+    return write_table(t, f"The plan's steps in its order: the runs each plans, how many have a finished record in {records}, where they ran{priced}.",
+                       'progress', out, markdown_table)
+
 # %% ../../nbs/12k_strategies.ipynb #9146b518
 BEATING = ('projection', 'feature', 'feature_projection') # the methods S1 and S2 compare with DP-SGD
 
@@ -116,10 +130,11 @@ def decide(mean:Claim, # the prediction on the seeds' means
            cells:int, # comparisons the prediction makes
            n_seeds:int=3, # seeds the plan runs
           )->str:
-    "The plan's verdict: 'holds', 'does not hold', 'mixed' or 'not run yet', marked provisional while seeds or cells are missing."
+    "The plan's verdict: 'holds', 'does not hold', 'mixed' or 'not run yet', marked provisional while a seed is not in whole or cells are missing."
     if not mean.n: return 'not run yet'
     v = 'does not hold' if not mean.holds else 'holds' if all(c.holds for c in judged) else 'mixed'
-    missing = [f'{len(judged)} of {n_seeds} seeds'] * (len(judged) < n_seeds) + [f'{mean.n} of {cells} comparisons'] * (mean.n < cells)
+    whole = sum(c.n == cells for c in judged)  # seeds that ran every comparison: a seed half run is not in yet
+    missing = [f'{whole} of {n_seeds} seeds in'] * (whole < n_seeds) + [f'{mean.n} of {cells} comparisons'] * (mean.n < cells)
     return v + (f" (provisional: {', '.join(missing)})" if missing else '')
 
 def plan_verdicts(df:pd.DataFrame, # rows of `collect_runs` of the block's records
