@@ -76,18 +76,19 @@ outputs: setup
 	for nb in nbs/[0-9]*.ipynb nbs/index.ipynb nbs/*/*.ipynb; do $(BIN)/papermill --cwd "$$(dirname "$$nb")" -k python3 --no-progress-bar "$$nb" "$$nb" || exit 1; done
 	$(BIN)/nbdev_clean
 
-# Rebuild the blocks' reports from their committed records (figures/<block>/records: no runs needed), then the findings
-# pages that show them (03 full grid, 08 strategies, 09 Human-Art) and the README's table of the blocks. Run it with
-# every record committed: tests/test_reports.py fails, naming these commands, while a report is not what its records
-# write. --no-regime: each block's regime card was measured once, on the machine that made its public model, and is
-# kept as it is.
+# Rebuild the blocks' reports from their committed records (figures/<block>/records: no runs needed) and the records'
+# provenance (figures/provenance.csv), then the findings pages that show them (03 full grid, 08 strategies, 09 Human-Art,
+# 10 provenance) and the README's table of the blocks. Run it with every record committed: tests/test_reports.py and
+# tests/test_provenance.py fail, naming these commands, while a report is not what its records write. --no-regime: each
+# block's regime card was measured once, on the machine that made its public model, and is kept as it is.
 REPORT = $(BIN)/dphpe report --no-regime
-BLOCK_PAGES = nbs/findings/03_full_grid.ipynb nbs/findings/08_strategies.ipynb nbs/findings/09_humanart.ipynb
+BLOCK_PAGES = nbs/findings/03_full_grid.ipynb nbs/findings/08_strategies.ipynb nbs/findings/09_humanart.ipynb nbs/findings/10_provenance.ipynb
 reports: export OMP_NUM_THREADS = 1  # beside the CPU queues, which hold a core each
 reports: setup
 	$(REPORT) --runs figures/strategies/records --out figures/strategies --plan strategies
 	$(REPORT) --runs figures/strategies/records --kept figures/full/finetune-grid --out figures/full
 	$(REPORT) --runs figures/humanart/records --out figures/humanart --plan humanart
+	$(BIN)/python -c "from dphpe.report.provenance import write_provenance; write_provenance()"
 	for nb in $(BLOCK_PAGES); do $(BIN)/papermill --cwd nbs/findings -k python3 --no-progress-bar "$$nb" "$$nb" || exit 1; done
 	$(BIN)/nbdev_clean
 	$(BIN)/python -c "from dphpe.report.pages import write_readme; write_readme()"

@@ -106,8 +106,8 @@ def readme_blocks(figures:Path, # the checkout's `figures/`
                  )->str:
     "The README's generated block on the pre-registered blocks: a row per block from its `progress.csv` and `verdicts.csv`."
     rows = pd.DataFrame([{'block': name, **block_status(Path(figures)/folder)} for folder, name in blocks.items()])
-    return ("The pre-registered blocks so far (synthetic data; their `progress.csv`, `verdicts.csv`): the paper's claims at "
-            "the block's cells, decided on the seeds' means and in every seed; * provisional (seeds or cells missing).\n\n" + markdown_table(rows))
+    return ("Pre-registered blocks so far (synthetic data; `progress.csv`, `verdicts.csv`): the paper's claims at their cells, "
+            "decided on the seeds' means and in every seed; * provisional.\n\n" + markdown_table(rows))
 
 # %% ../../nbs/12i_pages.ipynb #d711ede0
 README_GENERATED = {README_MARKERS: readme_results, README_BLOCK_MARKERS: readme_blocks} # the README's generated blocks: markers → what fills them from `figures/`
