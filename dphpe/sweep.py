@@ -368,8 +368,9 @@ def _persons(preset:str, data:str|None, dataset:str)->int:
 
 def run_seconds(m:RunRecord, # a finished run's record
                )->float:
-    "The run's time on cores of its own: CPU time per thread for a CPU run that recorded it, else wall time."
-    return m.cpu_seconds / m.threads if m.cpu_seconds and m.threads and m.device == 'cpu' else m.wall_seconds
+    "The run's time on cores of its own: CPU time per thread for a CPU run that recorded it (all its epochs' where it was resumed), else wall time."
+    if not (m.cpu_seconds and m.threads and m.device == 'cpu'): return m.wall_seconds
+    return m.cpu_seconds / m.threads * max(1., (m.seconds or 0.) / m.wall_seconds)  # a resumed run: its last process ran some epochs
 
 def sweep_plan(preset:str, # a key of `STUDY_PRESETS`
                costs:dict, # step costs of the preset's model (`dphpe bench --json`)
