@@ -182,10 +182,15 @@ def bench_costs(preset:str, # a key of `STUDY_PRESETS`
     pre = STUDY_PRESETS[preset]
     if path:
         c = json.loads(Path(path).read_text())
-        if 'nonprivate_ms_per_sample' in c: return c  # `dphpe bench --quick --json`: the embedded model only
         key = 'real finetune' if pre.data == 'real' else 'embedded'  # the models `dphpe bench` times (see `cmd_bench`)
-        if key not in c: raise ValueError(f"{path}: no step costs for the {key!r} model of preset {preset!r}; make the file with `dphpe bench --json`.")
-        return c[key]
+        if 'nonprivate_ms_per_sample' not in c:  # `dphpe bench --quick --json` holds the embedded model's costs alone
+            if key not in c: raise ValueError(f"{path}: no step costs for the {key!r} model of preset {preset!r}; make the file with `dphpe bench --json`.")
+            c = c[key]
+        timed = c.get('model') or bench_configs()[key]  # a file from before benches named their model: the one its key stands for
+        if (timed['backbone'], tuple(timed['input_size'])) != (pre.train.backbone, tuple(pre.train.input_size)):
+            raise ValueError(f"{path} times {timed['backbone']} at {'×'.join(map(str, timed['input_size']))}, and preset {preset!r} trains "
+                             f"{pre.train.backbone} at {'×'.join(map(str, pre.train.input_size))}: leave out --bench to measure that model here.")
+        return c
     print(f"measuring the step costs of {preset}'s model here (3 steps per method; --bench FILE reads `dphpe bench --json` instead)", file=sys.stderr)
     from dphpe.bench import method_costs, bench_summary
     return bench_summary(method_costs(pre.train.backbone, pre.train.input_size, bs=pre.train.bs, repeats=3))
@@ -383,7 +388,7 @@ def cmd_bench(args):
     from dphpe.bench import method_costs, bench_summary, precision_agreement
     configs = bench_configs('embedded' if args.quick else 'real' if args.real else 'all', args.bs, (args.strategy,) if args.strategy else REAL_STRATEGIES)
     res = {name: method_costs(**cfg, repeats=args.repeats, precision=args.precision, step_mode=args.step_mode) for name, cfg in configs.items()}
-    out = {n: bench_summary(r) for n, r in res.items()}
+    out = {n: {**bench_summary(r), 'model': {k: configs[n][k] for k in ('backbone', 'input_size')}} for n, r in res.items()}  # which model: `bench_costs` checks it
     if args.precision == 'bf16':  # does the clipped sum survive bf16? (one batch, same weights, against float32)
         for n, cfg in configs.items(): out[n]['precision_agreement'] = {k: float(f'{v:.3g}') for k, v in precision_agreement(**cfg).items()}
     if args.json:
