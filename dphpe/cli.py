@@ -163,7 +163,7 @@ def cmd_sweep(args):
     if args.plan:
         plan = sweep_plan(args.preset, bench_costs(args.preset, args.bench), runs, where, args.data, args.blocks, stale=args.stale, records=args.records)
         for name, s in plan['runs'].items(): print(f"  {name:<64}{s / 60:8.1f} min")
-        how = (f"scaled x{plan['scale']:.2f} to the wall time of {plan['scaled_on']} finished runs" if plan['scaled_on']
+        how = (f"scaled x{plan['scale']:.2f} to the time {plan['scaled_on']} finished runs took, CPU time per thread" if plan['scaled_on']
                else "training steps only: no finished run to scale on, so evaluation and start-up are left out")
         print(f"sweep {args.preset}: {len(plan['runs'])} runs to start, {plan['done']} done; about {plan['hours']:.2f} hours of one run at a time "
               f"on {plan['device'].upper()} (divide by the runs that share the machine; {how})")

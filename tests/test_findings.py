@@ -56,5 +56,5 @@ def test_readme_quotes_the_saved_plan_of_the_rest():
     text = ' '.join((ROOT/'README.md').read_text().split())
     for block in ('strategies',):
         plan = read_plan((ROOT/'figures'/block/'rest-plan.txt').read_text())
-        quoted = f"{plan['runs']} runs, about {plan['hours']:.0f} CPU-hours (`figures/{block}/rest-plan.txt`)"
+        quoted = f"{plan['runs']} runs, about {plan['hours']:.0f} CPU-hours (`figures/{block}/rest-plan.txt`"
         assert quoted in text, f'README.md should quote the saved plan as "{quoted}": update the sentence in nbs/index.ipynb, then `make readme`'
