@@ -54,7 +54,6 @@ def test_readme_quotes_the_saved_plan_of_the_rest():
     "The README's cost of the strategies grid beyond its block is the saved plan's total (runs, hours rounded), not a number typed once (each block's own hours left are generated)."
     from dphpe.report.strategies import read_plan
     text = ' '.join((ROOT/'README.md').read_text().split())
-    for block in ('strategies',):
-        plan = read_plan((ROOT/'figures'/block/'rest-plan.txt').read_text())
-        quoted = f"{plan['runs']} runs, about {plan['hours']:.0f} CPU-hours (`figures/{block}/rest-plan.txt`"
-        assert quoted in text, f'README.md should quote the saved plan as "{quoted}": update the sentence in nbs/index.ipynb, then `make readme`'
+    plan = read_plan((ROOT/'figures'/'strategies'/'rest-plan.txt').read_text())
+    quoted = f"{plan['runs']} runs, about {plan['hours']:.0f} CPU-hours (`figures/strategies/rest-plan.txt`"
+    assert quoted in text, f'README.md should quote the saved plan as "{quoted}": update the sentence in nbs/index.ipynb, then `make readme`'
