@@ -27,7 +27,7 @@ __all__ = ['RUN_PARAMETERS', 'SWITCHES', 'NONPRIVATE_SWITCHES', 'DATASETS', 'SCO
            'off_default', 'run_name', 'data_root', 'dataset_persons', 'heldout_persons', 'run_data', 'run_scores',
            'write_json_atomic', 'RunRecord', 'read_metrics', 'recorded_params', 'versions', 'source_fingerprint',
            'code_fingerprint', 'git_commit', 'run_fingerprint', 'checkpoint_meta', 'validation_curve', 'train_run',
-           'step_mode', 'final_predictions', 'best_predictions', 'run_experiment']
+           'step_mode', 'final_predictions', 'best_predictions', 'resumed_seconds', 'run_experiment']
 
 # %% ../nbs/10_experiment.ipynb #eca1badb
 RUN_PARAMETERS = dict(preset='tiny', data=None, dataset='mpii', method='feature_projection', features='raw', strategy='finetune',
@@ -193,13 +193,14 @@ class RunRecord:
     coco: dict = None # pycocotools' OKS AP/AR (Human-Art), else None
     privacy: dict = None # the privacy plan and the ε spent (`PrivacyPlan.record`); None for non-private runs
     seconds: float = None # training time, in s
-    wall_seconds: float = None # the whole run's time, in s
-    cpu_seconds: float = None # the whole run's CPU time over all its threads, in s: time paused or waiting for a busy core is not in it
+    wall_seconds: float = None # the whole run's time, in s: a resumed run's earlier processes count by the epochs they kept (`resumed_seconds`)
+    cpu_seconds: float = None # the whole run's CPU time over all its threads, counted the same way, in s: time paused or waiting for a busy core is not in it
     threads: int = None # torch's threads (intra-op) in the run
     device: str = None # where it trained: 'cpu', 'cuda', …
     step_mode: str = None # how its private steps ran: 'eager', or 'graph' (replayed from CUDA graphs, `$DPHPE_STEP_MODE`); None before it was recorded
     epoch_seconds: list = None # training time of each epoch, in s
     epoch_devices: list = None # where each epoch trained ('cpu', 'cuda', …; None: a checkpoint too old to say): a run resumed on another machine shows it
+    epoch_cpu_seconds: list = None # each epoch's CPU time over all threads, in s (None: a checkpoint too old to keep it)
     history: list = None # fastai's recorder values per epoch
     history_names: list = None # their names
     train_persons: int = None # |S_priv| the run trained on
@@ -344,6 +345,15 @@ def best_predictions(learn, # a trained pose `Learner` whose checkpoint kept its
     learn.selected_epoch = best['epoch']
     return predict(learn.model, valid)
 
+# %% ../nbs/10_experiment.ipynb #551fa9c4
+def resumed_seconds(learn, # a trained pose `Learner` (`fit_pose` sets its epoch times)
+                   )->tuple:
+    "(wall, CPU) seconds of the epochs earlier processes of a resumed run trained; (0, 0) for one process or a checkpoint too old to keep CPU times."
+    k = getattr(learn, 'resumed_epochs', 0)
+    cpu = (getattr(learn, 'epoch_cpu_seconds', None) or [])[:k]
+    if not k or len(cpu) < k or None in cpu: return 0., 0.
+    return float(sum(learn.epoch_seconds[:k])), float(sum(cpu))
+
 # %% ../nbs/10_experiment.ipynb #ea5f1e01
 def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
                    out:Path, # the run directory
@@ -362,12 +372,12 @@ def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
     pred = final_predictions(learn, valid) if p['select'] == 'last' else best_predictions(learn, valid, out/'checkpoint.pth')
     np.save(out/'predictions.npy', pred)
     metric, scores, coco = run_scores(pred, splits.valid, p['dataset'], root)
-    manifest = root/'manifest.json'
+    manifest, earlier = root/'manifest.json', resumed_seconds(learn)
     record = RunRecord(run_name(p), p, off_default=off_default(p), data_root=str(Path(root).resolve()),
                        synthetic=manifest.exists() and json.loads(manifest.read_text()).get('synthetic', False),
                        metric=metric, scores=scores, coco=coco, privacy=getattr(learn, 'privacy', None),
-                       seconds=float(sum(learn.epoch_seconds)), wall_seconds=time.time() - t0, epoch_seconds=learn.epoch_seconds, epoch_devices=learn.epoch_devices,
-                       cpu_seconds=time.process_time() - c0, threads=torch.get_num_threads(), device=next(learn.model.parameters()).device.type,
+                       seconds=float(sum(learn.epoch_seconds)), wall_seconds=time.time() - t0 + earlier[0], epoch_seconds=learn.epoch_seconds, epoch_devices=learn.epoch_devices,
+                       epoch_cpu_seconds=learn.epoch_cpu_seconds, cpu_seconds=time.process_time() - c0 + earlier[1], threads=torch.get_num_threads(), device=next(learn.model.parameters()).device.type,
                        step_mode='graph' if getattr(getattr(learn, 'private_step', None), 'capture', None) else 'eager',
                        history=learn.recorder.values, history_names=list(learn.recorder.metric_names[1:-1]),
                        train_persons=len(splits.private), public_persons=len(splits.public), valid_persons=len(splits.valid),

@@ -370,7 +370,7 @@ def run_seconds(m:RunRecord, # a finished run's record
                )->float:
     "The run's time on cores of its own: CPU time per thread for a CPU run that recorded it (all its epochs' where it was resumed), else wall time."
     if not (m.cpu_seconds and m.threads and m.device == 'cpu'): return m.wall_seconds
-    return m.cpu_seconds / m.threads * max(1., (m.seconds or 0.) / m.wall_seconds)  # a resumed run: its last process ran some epochs
+    return m.cpu_seconds / m.threads * max(1., (m.seconds or 0.) / m.wall_seconds)  # a resumed run recorded before `epoch_cpu_seconds`: its times are its last process's
 
 def sweep_plan(preset:str, # a key of `STUDY_PRESETS`
                costs:dict, # step costs of the preset's model (`dphpe bench --json`)

@@ -28,7 +28,7 @@ __all__ = ['POSE_BATCH', 'CROP_CACHE_VERSION', 'SCHEDULES', 'LEGACY_GLOBALS', 'p
            'save_atomic', 'crop_cache', 'cache_folder', 'kept', 'prune', 'crops_key', 'preload_crops', 'SimCCLoss',
            'image_coords', 'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict',
            'ValidationCurve', 'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'CheckpointError', 'read_checkpoint',
-           'plain_values', 'convert_checkpoint', 'checkpoint_devices', 'Checkpoint', 'resumable', 'checkpoint_for_cpu',
+           'plain_values', 'convert_checkpoint', 'checkpoint_epochs', 'Checkpoint', 'resumable', 'checkpoint_for_cpu',
            'restore', 'fit_pose']
 
 # %% ../nbs/06_train.ipynb #7e4b6288
@@ -352,12 +352,14 @@ def convert_checkpoint(path:Path, # a trusted checkpoint an earlier dphpe wrote
     return unsafe
 
 # %% ../nbs/06_train.ipynb #2b67415e
-def checkpoint_devices(ck:dict)->list:
-    "Where each finished epoch of a checkpoint trained ('cpu', 'cuda', …); None for the epochs of one too old to say."
-    return list(ck.get('devices', [None] * len(ck.get('seconds', []))))
+def checkpoint_epochs(ck:dict, # a `Checkpoint`'s contents
+                      key:str, # what it keeps per finished epoch: 'devices' (where it trained) or 'cpu_seconds' (its CPU time over all threads)
+                     )->list:
+    "`key` of each finished epoch of a checkpoint; None for the epochs of one too old to keep it."
+    return list(ck.get(key, [None] * len(ck.get('seconds', []))))
 
 class Checkpoint(Callback):
-    "Save model, optimizer, next epoch, metric history, epoch times and devices, and smoothed loss to `fname` after every epoch; with `keep_best`, the best epoch's model too."
+    "Save model, optimizer, next epoch, metric history, epoch times (wall and CPU) and devices, and smoothed loss to `fname` after every epoch; with `keep_best`, the best epoch's model too."
     order = 65  # after the Recorder has the epoch's metrics
     def __init__(self, fname:Path, meta:dict=None, resumed:dict=None,
                  keep_best:bool=False, # also keep the model of the epoch with the highest first metric (`best`: epoch and model)
@@ -366,25 +368,26 @@ class Checkpoint(Callback):
     def before_fit(self):
         self.history, self.start, self.best = list(self.resumed.get('history', [])), self.resumed.get('epoch', 0), self.resumed.get('best')
         self.seconds = list(self.resumed.get('seconds', []))
-        self.devices = checkpoint_devices(self.resumed)
+        self.devices, self.cpu = checkpoint_epochs(self.resumed, 'devices'), checkpoint_epochs(self.resumed, 'cpu_seconds')
         sl = self.recorder.smooth_loss  # the train_loss fastai reports is smoothed across epochs: carry it over
         if 'smooth_loss' in self.resumed: sl.count, sl.val = self.resumed['smooth_loss']
-    def before_epoch(self): self.t0 = time.time()
+    def before_epoch(self): self.t0, self.c0 = time.time(), time.process_time()
     def after_epoch(self):
         if self.epoch < self.start: return  # an epoch a resumed run skips
         self.history.append([float(v) for v in self.learn.final_record])
-        self.seconds.append(time.time() - self.t0)
+        self.seconds.append(time.time() - self.t0); self.cpu.append(time.process_time() - self.c0)
         self.devices.append(next(self.learn.model.parameters()).device.type)
         sl = self.recorder.smooth_loss
         if self.keep_best and self.history[-1][2] >= max(h[2] for h in self.history):  # h: train loss, valid loss, metrics…; ties: the later epoch
             self.best = {'epoch': self.epoch + 1, 'model': {k: v.detach().clone() for k, v in self.learn.model.state_dict().items()}}
         save_atomic({'model': self.learn.model.state_dict(), 'best': self.best, 'opt': self.learn.opt.state_dict(), 'epoch': self.epoch + 1,
                      'n_epoch': self.n_epoch, 'history': self.history, 'names': list(self.recorder.metric_names[1:-1]),
-                     'smooth_loss': (sl.count, sl.val), 'seconds': self.seconds, 'devices': self.devices, 'meta': self.meta}, self.fname)
+                     'smooth_loss': (sl.count, sl.val), 'seconds': self.seconds, 'cpu_seconds': self.cpu, 'devices': self.devices, 'meta': self.meta}, self.fname)
     def after_fit(self):
         self.recorder.values = [list(v) for v in self.history]
         self.learn.epoch_seconds = list(self.seconds)  # every session's epochs, for callers that report timings
         self.learn.epoch_devices = list(self.devices)  # and where each trained: a run resumed on another machine says so
+        self.learn.epoch_cpu_seconds, self.learn.resumed_epochs = list(self.cpu), self.start  # the epochs earlier processes trained come first
 
 # %% ../nbs/06_train.ipynb #49916a4e
 def resumable(saved:dict, # the optimizer state a checkpoint holds
@@ -438,7 +441,7 @@ def fit_pose(learn:Learner, # from `pose_learner`
     start = ck.get('epoch', 0)
     if start >= epochs:  # finished already: nothing to train, but the history and timings are the run's
         learn.recorder.values, learn.epoch_seconds = [list(v) for v in ck['history']], list(ck.get('seconds', []))
-        learn.epoch_devices = checkpoint_devices(ck)
+        learn.epoch_devices, learn.epoch_cpu_seconds, learn.resumed_epochs = checkpoint_epochs(ck, 'devices'), checkpoint_epochs(ck, 'cpu_seconds'), start
         learn.recorder.metric_names = L(['epoch', *ck['names'], 'time'])
         return learn
     cbs = [SeedEpochs(seed), ParamScheduler(SCHEDULES[schedule](lr))]
