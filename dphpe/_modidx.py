@@ -847,4 +847,5 @@ d = { 'settings': { 'branch': 'main',
                              'dphpe.train.restore': ('train.html#restore', 'dphpe/train.py'),
                              'dphpe.train.resumable': ('train.html#resumable', 'dphpe/train.py'),
                              'dphpe.train.save_atomic': ('train.html#save_atomic', 'dphpe/train.py'),
+                             'dphpe.train.set_epoch_times': ('train.html#set_epoch_times', 'dphpe/train.py'),
                              'dphpe.train.step_schedule': ('train.html#step_schedule', 'dphpe/train.py')}}}

@@ -350,8 +350,7 @@ def resumed_seconds(learn, # a trained pose `Learner` (`fit_pose` sets its epoch
                    )->tuple:
     "(wall, CPU) seconds of the epochs earlier processes of a resumed run trained; (0, 0) for one process or a checkpoint too old to keep CPU times."
     k = getattr(learn, 'resumed_epochs', 0)
-    cpu = (getattr(learn, 'epoch_cpu_seconds', None) or [])[:k]
-    if not k or len(cpu) < k or None in cpu: return 0., 0.
+    if not k or None in (cpu := learn.epoch_cpu_seconds[:k]): return 0., 0.
     return float(sum(learn.epoch_seconds[:k])), float(sum(cpu))
 
 # %% ../nbs/10_experiment.ipynb #ea5f1e01
@@ -372,12 +371,12 @@ def run_experiment(params:dict, # run parameters (see `RUN_PARAMETERS`)
     pred = final_predictions(learn, valid) if p['select'] == 'last' else best_predictions(learn, valid, out/'checkpoint.pth')
     np.save(out/'predictions.npy', pred)
     metric, scores, coco = run_scores(pred, splits.valid, p['dataset'], root)
-    manifest, earlier = root/'manifest.json', resumed_seconds(learn)
+    manifest, (earlier_wall, earlier_cpu) = root/'manifest.json', resumed_seconds(learn)
     record = RunRecord(run_name(p), p, off_default=off_default(p), data_root=str(Path(root).resolve()),
                        synthetic=manifest.exists() and json.loads(manifest.read_text()).get('synthetic', False),
                        metric=metric, scores=scores, coco=coco, privacy=getattr(learn, 'privacy', None),
-                       seconds=float(sum(learn.epoch_seconds)), wall_seconds=time.time() - t0 + earlier[0], epoch_seconds=learn.epoch_seconds, epoch_devices=learn.epoch_devices,
-                       epoch_cpu_seconds=learn.epoch_cpu_seconds, cpu_seconds=time.process_time() - c0 + earlier[1], threads=torch.get_num_threads(), device=next(learn.model.parameters()).device.type,
+                       seconds=float(sum(learn.epoch_seconds)), wall_seconds=time.time() - t0 + earlier_wall, epoch_seconds=learn.epoch_seconds, epoch_devices=learn.epoch_devices,
+                       epoch_cpu_seconds=learn.epoch_cpu_seconds, cpu_seconds=time.process_time() - c0 + earlier_cpu, threads=torch.get_num_threads(), device=next(learn.model.parameters()).device.type,
                        step_mode='graph' if getattr(getattr(learn, 'private_step', None), 'capture', None) else 'eager',
                        history=learn.recorder.values, history_names=list(learn.recorder.metric_names[1:-1]),
                        train_persons=len(splits.private), public_persons=len(splits.public), valid_persons=len(splits.valid),

@@ -24,12 +24,12 @@ from .metrics import pckh_groups, pck
 from .model import PoseModel, simcc_targets, simcc_loss, decode
 
 # %% auto #0
-__all__ = ['POSE_BATCH', 'CROP_CACHE_VERSION', 'SCHEDULES', 'LEGACY_GLOBALS', 'pose_batch', 'pose_images', 'pose_dataloaders',
-           'save_atomic', 'crop_cache', 'cache_folder', 'kept', 'prune', 'crops_key', 'preload_crops', 'SimCCLoss',
-           'image_coords', 'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner', 'TrainOnPublicView', 'predict',
-           'ValidationCurve', 'step_schedule', 'one_cycle_schedule', 'SeedEpochs', 'CheckpointError', 'read_checkpoint',
-           'plain_values', 'convert_checkpoint', 'checkpoint_epochs', 'Checkpoint', 'resumable', 'checkpoint_for_cpu',
-           'restore', 'fit_pose']
+__all__ = ['POSE_BATCH', 'CROP_CACHE_VERSION', 'SCHEDULES', 'LEGACY_GLOBALS', 'EPOCH_KEYS', 'pose_batch', 'pose_images',
+           'pose_dataloaders', 'save_atomic', 'crop_cache', 'cache_folder', 'kept', 'prune', 'crops_key',
+           'preload_crops', 'SimCCLoss', 'image_coords', 'persons_pckh', 'PCKh', 'BoxPCK', 'pose_learner',
+           'TrainOnPublicView', 'predict', 'ValidationCurve', 'step_schedule', 'one_cycle_schedule', 'SeedEpochs',
+           'CheckpointError', 'read_checkpoint', 'plain_values', 'convert_checkpoint', 'checkpoint_epochs',
+           'set_epoch_times', 'Checkpoint', 'resumable', 'checkpoint_for_cpu', 'restore', 'fit_pose']
 
 # %% ../nbs/06_train.ipynb #7e4b6288
 POSE_BATCH = ('image', 'joints', 'visible', 'index', 'mask')
@@ -358,6 +358,16 @@ def checkpoint_epochs(ck:dict, # a `Checkpoint`'s contents
     "`key` of each finished epoch of a checkpoint; None for the epochs of one too old to keep it."
     return list(ck.get(key, [None] * len(ck.get('seconds', []))))
 
+EPOCH_KEYS = {'seconds': 'epoch_seconds', 'cpu_seconds': 'epoch_cpu_seconds', 'devices': 'epoch_devices'}  # per-epoch lists of a checkpoint: the `Learner` attribute each becomes
+
+def set_epoch_times(learn:Learner, # the learner a run trained
+                    ck:dict, # a checkpoint's contents, or anything with its `EPOCH_KEYS`
+                    resumed:int, # how many of its epochs earlier processes trained
+                   ):
+    "Give `learn` the run's per-epoch times and devices of every session (`EPOCH_KEYS`) and `resumed_epochs`, for callers that report them."
+    for key, attr in EPOCH_KEYS.items(): setattr(learn, attr, checkpoint_epochs(ck, key))
+    learn.resumed_epochs = resumed
+
 class Checkpoint(Callback):
     "Save model, optimizer, next epoch, metric history, epoch times (wall and CPU) and devices, and smoothed loss to `fname` after every epoch; with `keep_best`, the best epoch's model too."
     order = 65  # after the Recorder has the epoch's metrics
@@ -367,27 +377,24 @@ class Checkpoint(Callback):
         self.fname, self.meta, self.resumed, self.keep_best = Path(fname), meta or {}, resumed or {}, keep_best
     def before_fit(self):
         self.history, self.start, self.best = list(self.resumed.get('history', [])), self.resumed.get('epoch', 0), self.resumed.get('best')
-        self.seconds = list(self.resumed.get('seconds', []))
-        self.devices, self.cpu = checkpoint_epochs(self.resumed, 'devices'), checkpoint_epochs(self.resumed, 'cpu_seconds')
+        self.epochs = {key: checkpoint_epochs(self.resumed, key) for key in EPOCH_KEYS}
         sl = self.recorder.smooth_loss  # the train_loss fastai reports is smoothed across epochs: carry it over
         if 'smooth_loss' in self.resumed: sl.count, sl.val = self.resumed['smooth_loss']
     def before_epoch(self): self.t0, self.c0 = time.time(), time.process_time()
     def after_epoch(self):
         if self.epoch < self.start: return  # an epoch a resumed run skips
         self.history.append([float(v) for v in self.learn.final_record])
-        self.seconds.append(time.time() - self.t0); self.cpu.append(time.process_time() - self.c0)
-        self.devices.append(next(self.learn.model.parameters()).device.type)
+        done = {'seconds': time.time() - self.t0, 'cpu_seconds': time.process_time() - self.c0, 'devices': next(self.learn.model.parameters()).device.type}
+        for key, v in done.items(): self.epochs[key].append(v)
         sl = self.recorder.smooth_loss
         if self.keep_best and self.history[-1][2] >= max(h[2] for h in self.history):  # h: train loss, valid loss, metrics…; ties: the later epoch
             self.best = {'epoch': self.epoch + 1, 'model': {k: v.detach().clone() for k, v in self.learn.model.state_dict().items()}}
         save_atomic({'model': self.learn.model.state_dict(), 'best': self.best, 'opt': self.learn.opt.state_dict(), 'epoch': self.epoch + 1,
                      'n_epoch': self.n_epoch, 'history': self.history, 'names': list(self.recorder.metric_names[1:-1]),
-                     'smooth_loss': (sl.count, sl.val), 'seconds': self.seconds, 'cpu_seconds': self.cpu, 'devices': self.devices, 'meta': self.meta}, self.fname)
+                     'smooth_loss': (sl.count, sl.val), **self.epochs, 'meta': self.meta}, self.fname)
     def after_fit(self):
         self.recorder.values = [list(v) for v in self.history]
-        self.learn.epoch_seconds = list(self.seconds)  # every session's epochs, for callers that report timings
-        self.learn.epoch_devices = list(self.devices)  # and where each trained: a run resumed on another machine says so
-        self.learn.epoch_cpu_seconds, self.learn.resumed_epochs = list(self.cpu), self.start  # the epochs earlier processes trained come first
+        set_epoch_times(self.learn, self.epochs, self.start)  # a run resumed on another machine says so in its devices
 
 # %% ../nbs/06_train.ipynb #49916a4e
 def resumable(saved:dict, # the optimizer state a checkpoint holds
@@ -440,8 +447,8 @@ def fit_pose(learn:Learner, # from `pose_learner`
         print(f"Resuming from {Path(checkpoint).name}: {ck['epoch']} of {epochs} epochs done.")  # by name: it sits in the run's folder, beside its log
     start = ck.get('epoch', 0)
     if start >= epochs:  # finished already: nothing to train, but the history and timings are the run's
-        learn.recorder.values, learn.epoch_seconds = [list(v) for v in ck['history']], list(ck.get('seconds', []))
-        learn.epoch_devices, learn.epoch_cpu_seconds, learn.resumed_epochs = checkpoint_epochs(ck, 'devices'), checkpoint_epochs(ck, 'cpu_seconds'), start
+        learn.recorder.values = [list(v) for v in ck['history']]
+        set_epoch_times(learn, ck, start)
         learn.recorder.metric_names = L(['epoch', *ck['names'], 'time'])
         return learn
     cbs = [SeedEpochs(seed), ParamScheduler(SCHEDULES[schedule](lr))]
