@@ -209,7 +209,7 @@ def findings_so_far(prog:pd.DataFrame, # `progress` of the block's records
     if len(gains):
         a = above_start(gains).sort_values('mean gain', ascending=False, kind='stable')
         up, cells, hi, lo = int(a['above the start'].sum()), int(a.cells.sum()), a.iloc[0], a.iloc[-1]
-        said.append((f"**No private cell ends above its start** (of {cells})" if not up else f"**{up} of {cells} private cells {'end' if up > 1 else 'ends'} above {'their' if up > 1 else 'its'} start**")
+        said.append((f"**No private cell ends above its start** (of {cells})" if not up else f"**{up} of {cells} private cells {'end above their' if up > 1 else 'ends above its'} start**")
                     + f": the highest mean gain over the start is {hi.method}'s ({hi['mean gain']:+.2f} OKS AP over its {hi.cells} cells), the lowest {lo.method}'s ({lo['mean gain']:+.2f}).")
         spread = f", beside {hi['mean gain'] - lo['mean gain']:.2f} between the methods' mean gains"
     said.append(f"**The paper's orderings on these runs** (the plan's predictions): {verdict_summary(verdicts)}")
