@@ -135,6 +135,17 @@ def test_a_block_brings_its_public_model_to_a_new_cache(tmp_path):
     res = guard()
     assert res.returncode == 1 and 'is not the file' in res.stderr and not (cache/'public.pth').exists(), res.stderr
 
+def test_no_python_is_refused_before_anything_starts(tmp_path):
+    "A fresh checkout without .venv: the sweep and the queue refuse at once with the fix, instead of a queue that ends 'done' having failed every sweep."
+    lanes, queue = tmp_path/'lanes', tmp_path/'queue'
+    lanes.write_text(f"0  -  {tmp_path/'block'/'records'}  {' '.join(WHERE)}\n")
+    env = script_env(PYTHON=str(tmp_path/'no-venv'/'python'), LANES=str(lanes), QUEUE=str(queue), RUNS=str(tmp_path/'runs'), PINNED=str(tmp_path/'never'))
+    res = subprocess.run([str(ROOT/'.ci'/'cpu-sweep'), 'HEAD', str(tmp_path/'block'/'records'), *WHERE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and 'no Python at' in res.stderr and 'make setup' in res.stderr, res.stderr
+    assert not (tmp_path/'never').exists() and not (tmp_path/'runs').exists()  # refused before any worktree or folder is made
+    res = subprocess.run([str(ROOT/'.ci'/'cpu-queue')], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and 'no queue started' in res.stderr and not queue.exists(), res.stderr
+
 def test_queue_runs_each_cores_sweeps_in_order(tmp_path):
     "`.ci/cpu-queue` starts one background queue per core; its sweeps run one after another, and a second start while it runs starts nothing."
     lanes, queue, records = tmp_path/'lanes', tmp_path/'queue', tmp_path/'block'/'records'
